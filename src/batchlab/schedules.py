@@ -1,0 +1,155 @@
+"""Pipeline micro-batch schedules as plain numbers: who runs what, when, and how much is idle.
+
+Pure math, no torch. ``schedule_order`` lists each stage's operations in the order a schedule
+issues them (GPipe: Huang et al. 2019; 1F1B: PipeDream-Flush, Narayanan et al. 2021), and
+``simulate`` replays them under their data dependencies with given op costs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ScheduleName", "Op", "Timeline", "bubble_fraction", "bubble_overhead",
+    "schedule_order", "simulate", "pipeline_timeline",
+]
+
+ScheduleName = Literal["gpipe", "1f1b"]
+SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b")
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} = {value!r} must be a whole number ≥ 1")
+    return value
+
+
+def bubble_fraction(pipeline_stages: int, num_microbatches: int) -> float:
+    """Idle share of a pipeline step, (p − 1)/(m + p − 1), as in GPipe and the seed text.
+
+    With uniform stage costs, each of the p stages is busy for m slots out of m + p − 1.
+    """
+    p = _positive("pipeline_stages", pipeline_stages)
+    m = _positive("num_microbatches", num_microbatches)
+    return (p - 1) / (m + p - 1)
+
+
+def bubble_overhead(pipeline_stages: int, num_microbatches: int) -> float:
+    """Bubble time relative to useful compute, (p − 1)/m — the form Megatron-LM reports.
+
+    Same bubble, other denominator: bubble_fraction = overhead / (1 + overhead).
+    """
+    p = _positive("pipeline_stages", pipeline_stages)
+    m = _positive("num_microbatches", num_microbatches)
+    return (p - 1) / m
+
+
+@dataclass(frozen=True)
+class Op:
+    stage: int
+    microbatch: int
+    kind: Literal["F", "B"]
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Timeline:
+    schedule: str
+    pipeline_stages: int
+    num_microbatches: int
+    ops: tuple[Op, ...]
+
+    @property
+    def makespan(self) -> float:
+        return max(op.end for op in self.ops)
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Measured idle share: 1 − busy time / (stages × makespan)."""
+        busy = sum(op.end - op.start for op in self.ops)
+        return 1.0 - busy / (self.pipeline_stages * self.makespan)
+
+    def peak_in_flight(self) -> list[int]:
+        """Per stage, the most micro-batches whose activations are held at once (forward done,
+        backward not yet): what decides activation memory in 4.3."""
+        peaks = []
+        for s in range(self.pipeline_stages):
+            held = peak = 0
+            for op in sorted((o for o in self.ops if o.stage == s), key=lambda o: o.start):
+                held += 1 if op.kind == "F" else -1
+                peak = max(peak, held)
+            peaks.append(peak)
+        return peaks
+
+
+def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[list[tuple[str, int]]]:
+    """Each stage's operations, in issue order, as ("F" | "B", microbatch) pairs."""
+    p = _positive("pipeline_stages", pipeline_stages)
+    m = _positive("num_microbatches", num_microbatches)
+    if schedule == "gpipe":
+        return [[("F", i) for i in range(m)] + [("B", i) for i in range(m)] for _ in range(p)]
+    if schedule == "1f1b":
+        orders = []
+        for s in range(p):
+            warmup = min(p - s - 1, m)
+            order = [("F", i) for i in range(warmup)]
+            for j in range(m - warmup):
+                order += [("F", warmup + j), ("B", j)]
+            order += [("B", j) for j in range(m - warmup, m)]
+            orders.append(order)
+        return orders
+    raise ValueError(f"schedule = {schedule!r} must be one of {', '.join(SCHEDULES)}")
+
+
+def simulate(
+    orders: list[list[tuple[str, int]]],
+    forward_time: float = 1.0,
+    backward_time: float = 2.0,
+) -> tuple[Op, ...]:
+    """Replay per-stage orders: an op starts when its stage is free and its input has arrived.
+
+    F(s, i) needs F(s−1, i); B(s, i) needs B(s+1, i), or F(s, i) on the last stage.
+    Communication is free here; the measured pipelines of 4.4 add it back.
+    """
+    if forward_time <= 0 or backward_time <= 0:
+        raise ValueError(f"op times must be positive, got forward {forward_time}, backward {backward_time}")
+    p = len(orders)
+    done: dict[tuple[str, int, int], float] = {}
+    cursor = [0] * p
+    free_at = [0.0] * p
+    ops: list[Op] = []
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progressed = False
+        for s in range(p):
+            while cursor[s] < len(orders[s]):
+                kind, i = orders[s][cursor[s]]
+                if kind == "F":
+                    dep = ("F", s - 1, i) if s > 0 else None
+                else:
+                    dep = ("B", s + 1, i) if s < p - 1 else ("F", s, i)
+                if dep is not None and dep not in done:
+                    break
+                start = max(free_at[s], done[dep] if dep else 0.0)
+                end = start + (forward_time if kind == "F" else backward_time)
+                done[(kind, s, i)] = free_at[s] = end
+                ops.append(Op(stage=s, microbatch=i, kind=kind, start=start, end=end))
+                cursor[s] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise ValueError("schedule deadlocks: some stage waits for an op that never runs")
+    return tuple(ops)
+
+
+def pipeline_timeline(
+    schedule: ScheduleName,
+    pipeline_stages: int,
+    num_microbatches: int,
+    forward_time: float = 1.0,
+    backward_time: float = 2.0,
+) -> Timeline:
+    """Simulated timeline of one optimizer step of ``schedule``."""
+    orders = schedule_order(schedule, pipeline_stages, num_microbatches)
+    return Timeline(schedule, pipeline_stages, num_microbatches, simulate(orders, forward_time, backward_time))

@@ -1,0 +1,68 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from batchlab.cli import main
+from batchlab.model import PUBLISHED_PARAMS
+
+CASE = ["plan", "--model", "gpt2-xl", "--seq-len", "1024", "--global-batch", "64", "--pipeline-stages", "4",
+        "--data-parallel", "2", "--json"]
+
+
+def run_json(args, capsys):
+    assert main(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("micro, m, bubble", [(2, 16, 0.158), (4, 8, 0.273)])
+def test_case_study_numbers(micro, m, bubble, capsys):
+    out = run_json(CASE + ["--micro-batch", str(micro)], capsys)
+    assert out["num_microbatches"] == m and isinstance(out["num_microbatches"], int)
+    assert out["bubble_fraction"] == pytest.approx(bubble, abs=5e-4)
+    assert out["params"] == 1_557_611_200 and out["tokens_per_step"] == 65536
+
+
+@pytest.mark.parametrize("model", list(PUBLISHED_PARAMS))
+def test_params_exact_for_every_gpt2(model, capsys):
+    out = run_json(["plan", "--model", model, "--global-batch", "8", "--micro-batch", "1", "--json"], capsys)
+    assert out["params"] == PUBLISHED_PARAMS[model]
+
+
+def test_grad_accum_is_checked(capsys):
+    out = run_json(CASE + ["--micro-batch", "2", "--grad-accum", "4"], capsys)
+    assert out["convention"] == "seed"
+    assert main(CASE + ["--micro-batch", "2", "--grad-accum", "5"]) == 2
+    assert "grad_accum_steps 5 fits neither convention" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["--global-batch", "63"], "global batch 63 is not divisible by micro_batch_size × data_parallel = 2 × 2 = 4"),
+    (["--global-batch", "64", "--pipeline-stages", "64"], "pipeline_stages 64 exceeds gpt2-xl's 48 layers"),
+    (["--global-batch", "64", "--seq-len", "2048"], "seq_len 2048 must lie between 1 and gpt2-xl's n_positions = 1024"),
+    (["--global-batch", "abc"], "invalid int value: 'abc'"),
+])
+def test_invalid_input_exits_2_with_one_line(args, reason):
+    base = ["plan", "--micro-batch", "2", "--data-parallel", "2", "--pipeline-stages", "4"]
+    proc = subprocess.run([sys.executable, "-m", "batchlab", *base, *args], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and reason in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_text_output_and_help(capsys):
+    assert main(["plan", "--global-batch", "64", "--micro-batch", "2", "--pipeline-stages", "4",
+                 "--data-parallel", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "num_microbatches 16" in text and "bubble_fraction  0.158" in text
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", "--help"])
+    assert exit_.value.code == 0 and "--pipeline-stages" in capsys.readouterr().out
+
+
+def test_device_command_reports_cpu(capsys):
+    out = run_json(["device", "--device", "cpu", "--json"], capsys)
+    assert out["device"] == "cpu" and out["memory"]["total"] > 0
+    assert main(["device", "--device", "tpu"]) == 2
+    assert "tpu" in capsys.readouterr().err

@@ -1,0 +1,83 @@
+import pytest
+import torch
+
+from batchlab.data import make_corpus, markov_source
+from batchlab.model import PRESETS, PUBLISHED_PARAMS, GPTConfig, TinyGPT, count_params, get_config
+
+
+@pytest.mark.parametrize("name", list(PUBLISHED_PARAMS))
+def test_gpt2_presets_have_published_parameter_counts(name):
+    config = get_config(name)
+    assert count_params(config) == PUBLISHED_PARAMS[name]
+    with torch.device("meta"):  # builds the real module without allocating 6 GB
+        model = TinyGPT(config, seed=None)
+    assert model.num_params() == PUBLISHED_PARAMS[name]
+
+
+def test_tiny_model_count_and_shapes():
+    config = get_config("tiny")
+    model = TinyGPT(config)
+    assert model.num_params() == count_params(config) == 108_288
+    x = torch.zeros(3, 10, dtype=torch.long)
+    assert model(x).shape == (3, 10, config.vocab_size)
+    with pytest.raises(ValueError, match="exceeds n_positions = 64"):
+        model(torch.zeros(1, 65, dtype=torch.long))
+
+
+def test_model_init_is_seeded_and_does_not_touch_global_rng():
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a = TinyGPT(get_config("tiny"), seed=7)
+    assert torch.equal(torch.rand(1), before)
+    b = TinyGPT(get_config("tiny"), seed=7)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    c = TinyGPT(get_config("tiny"), seed=8)
+    assert not torch.equal(a.wte.weight, c.wte.weight)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="d_model 66 is not divisible by n_head 4"):
+        GPTConfig(n_layer=1, n_head=4, d_model=66, vocab_size=8, n_positions=8)
+    with pytest.raises(ValueError, match="n_layer = 0"):
+        GPTConfig(n_layer=0, n_head=1, d_model=8, vocab_size=8, n_positions=8)
+    with pytest.raises(ValueError, match="unknown model 'gpt3'"):
+        get_config("gpt3")
+    assert get_config("tiny", n_layer=4).n_layer == 4 and "tiny" in PRESETS
+
+
+def test_tiny_model_learns_the_markov_corpus():
+    data = make_corpus(128, 32, seed=0)
+    model = TinyGPT(get_config("tiny"))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    first = model.loss(data.inputs, data.targets).item()
+    for _ in range(40):
+        loss = model.loss(data.inputs, data.targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < first - 1.5
+    held_out = make_corpus(512, 32, seed=0, sample_seed=99)
+    assert torch.equal(held_out.source.transition, data.source.transition)
+    with torch.no_grad():
+        fresh = model.loss(held_out.inputs, held_out.targets).item()
+    # On fresh text nothing beats the entropy rate (beyond sampling error of 16k tokens).
+    assert fresh > data.source.entropy_rate() - 0.03
+
+
+def test_corpus_is_deterministic_and_consistent():
+    a, b = make_corpus(16, 8, seed=3), make_corpus(16, 8, seed=3)
+    assert torch.equal(a.inputs, b.inputs) and torch.equal(a.targets, b.targets)
+    assert torch.equal(a.inputs[:, 1:], a.targets[:, :-1])  # targets are inputs shifted by one
+    assert not torch.equal(make_corpus(16, 8, seed=4).inputs, a.inputs)
+    x, y = a.batch([0, 5])
+    assert x.shape == (2, 8) and torch.equal(y, a.targets[[0, 5]])
+
+
+def test_markov_source_entropy_rate_and_stationarity():
+    src = markov_source(32, branching=1, seed=0)
+    pi = src.stationary()
+    assert torch.allclose(pi @ src.transition.double(), pi, atol=1e-10)
+    assert 0 < src.entropy_rate() < markov_source(32, branching=8, seed=0).entropy_rate()
+    with pytest.raises(ValueError, match="branching = 40"):
+        markov_source(32, branching=40)

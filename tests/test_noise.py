@@ -1,0 +1,50 @@
+import pytest
+import torch
+
+from batchlab.data import make_corpus
+from batchlab.model import TinyGPT, get_config
+from batchlab.noise import expected_sq_error, gradient_trace_cov, minibatch_error, per_sample_grads
+
+
+@pytest.fixture(scope="module")
+def grads():
+    data = make_corpus(64, 16, seed=1)
+    model = TinyGPT(get_config("tiny"))
+    return model, data, per_sample_grads(model, data.inputs, data.targets, chunk_size=32)
+
+
+def test_per_sample_mean_equals_autograd_gradient(grads):
+    model, data, ps = grads
+    assert ps.shape == (64, model.num_params())
+    model.zero_grad()
+    model.loss(data.inputs, data.targets).backward()
+    full = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    assert torch.allclose(ps.mean(0), full, atol=1e-6)
+    model.zero_grad()
+    model.loss(data.inputs[:1], data.targets[:1]).backward()
+    first = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    assert torch.allclose(ps[0], first, atol=1e-6)
+
+
+def test_measured_error_follows_tr_sigma_over_b(grads):
+    _, _, ps = grads
+    stats = minibatch_error(ps, [1, 4, 16, 64], num_draws=400, seed=0)
+    # 400 draws: the mean of a squared error has a relative spread of a few percent; 15% is generous
+    # and still catches a wrong power of B (a factor of 2 at B = 4).
+    for measured, theory in zip(stats["sq_error"][:3], stats["sq_error_theory"][:3]):
+        assert measured == pytest.approx(theory, rel=0.15)
+    assert stats["sq_error"][3] == pytest.approx(0.0, abs=1e-6)  # B = N is the full gradient
+    assert stats["cosine"] == sorted(stats["cosine"]) and stats["cosine"][-1] == pytest.approx(1.0)
+
+
+def test_expected_sq_error_formula():
+    assert expected_sq_error(10.0, 1, 11) == pytest.approx(10.0)
+    assert expected_sq_error(10.0, 5, 11) == pytest.approx(10.0 / 5 * 6 / 10)
+    assert expected_sq_error(3.0, 4, 4) == 0.0
+    with pytest.raises(ValueError, match="batch size 5 must lie between 1 and the sample count 4"):
+        expected_sq_error(1.0, 5, 4)
+
+
+def test_trace_cov_of_known_points():
+    ps = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 2.0], [0.0, -2.0]])
+    assert gradient_trace_cov(ps) == pytest.approx((1 + 1 + 4 + 4) / 4)

@@ -1,0 +1,29 @@
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from batchlab import plotting  # noqa: E402
+from batchlab.schedules import pipeline_timeline  # noqa: E402
+
+
+def test_setup_finds_the_installed_cjk_font():
+    # The project installs fonts-noto-cjk (.ci/run, binder/apt.txt): a missing font is a failure here.
+    assert plotting.setup() in plotting.CJK_FONTS
+    assert matplotlib.rcParams["axes.unicode_minus"] is False
+
+
+def test_chinese_figures_draw_without_missing_glyphs():
+    plotting.setup()
+    fig = plotting.plot_pipeline_timeline(pipeline_timeline("1f1b", 4, 8))
+    stats = {"batch_sizes": [1, 2, 4], "rel_error": [1.0, 0.7, 0.0], "rel_error_theory": [1.0, 0.7, 0.0],
+             "cosine": [0.3, 0.5, 1.0]}
+    fig2 = plotting.plot_estimate_error(stats)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph … missing from font" is a UserWarning
+        fig.canvas.draw()
+        fig2.canvas.draw()
+    assert "1F1B" in fig.axes[0].get_title() and "阶段 0" in [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    plt.close("all")

@@ -1,0 +1,54 @@
+import pytest
+from hypothesis import given, strategies as st
+
+from batchlab.schedules import (bubble_fraction, bubble_overhead, pipeline_timeline, schedule_order,
+                                simulate)
+
+
+def test_seed_bubble_numbers():
+    assert bubble_fraction(4, 16) == pytest.approx(0.158, abs=5e-4)
+    assert bubble_fraction(4, 8) == pytest.approx(0.273, abs=5e-4)
+    assert bubble_fraction(1, 5) == 0.0
+
+
+@given(p=st.integers(1, 16), m=st.integers(1, 64))
+def test_overhead_and_fraction_describe_one_bubble(p, m):
+    o = bubble_overhead(p, m)
+    assert bubble_fraction(p, m) == pytest.approx(o / (1 + o))
+
+
+@given(schedule=st.sampled_from(["gpipe", "1f1b"]), p=st.integers(1, 8), m=st.integers(1, 24),
+       tf=st.sampled_from([1.0, 0.5]), tb=st.sampled_from([1.0, 2.0, 3.0]))
+def test_simulated_bubble_matches_formula_with_uniform_costs(schedule, p, m, tf, tb):
+    t = pipeline_timeline(schedule, p, m, tf, tb)
+    assert len(t.ops) == 2 * p * m
+    assert t.makespan == pytest.approx((m + p - 1) * (tf + tb))
+    assert t.bubble_fraction == pytest.approx(bubble_fraction(p, m))
+
+
+@given(p=st.integers(1, 8), m=st.integers(1, 24))
+def test_peak_in_flight_gpipe_holds_all_1f1b_holds_at_most_p_minus_s(p, m):
+    assert pipeline_timeline("gpipe", p, m).peak_in_flight() == [m] * p
+    assert pipeline_timeline("1f1b", p, m).peak_in_flight() == [min(p - s, m) for s in range(p)]
+
+
+def test_dependencies_respected():
+    t = pipeline_timeline("1f1b", 4, 8)
+    end = {(o.kind, o.stage, o.microbatch): o.end for o in t.ops}
+    for o in t.ops:
+        if o.kind == "F" and o.stage > 0:
+            assert o.start >= end[("F", o.stage - 1, o.microbatch)]
+        if o.kind == "B":
+            dep = ("B", o.stage + 1, o.microbatch) if o.stage < 3 else ("F", o.stage, o.microbatch)
+            assert o.start >= end[dep]
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="schedule = 'zb'"):
+        schedule_order("zb", 2, 2)
+    with pytest.raises(ValueError, match="num_microbatches = 0"):
+        bubble_fraction(4, 0)
+    with pytest.raises(ValueError, match="deadlocks"):
+        simulate([[("F", 0), ("B", 0)], [("B", 0), ("F", 0)]])
+    with pytest.raises(ValueError, match="op times must be positive"):
+        pipeline_timeline("gpipe", 2, 2, forward_time=0)

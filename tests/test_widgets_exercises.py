@@ -1,0 +1,62 @@
+import pytest
+
+from batchlab.exercises import EXERCISES, check, expected, is_correct
+from batchlab.widgets import BatchCalculator
+
+
+def test_calculator_default_shows_case_study():
+    calc = BatchCalculator()
+    assert calc.plan.num_microbatches == 16
+    assert "15.8%" in calc.result.value and "64 = 2 (micro) × 2 (DP) × 16 (num_microbatches)" in calc.result.value
+
+
+@pytest.mark.parametrize("control, value, expect", [
+    ("global_batch", 128, "128 = 2 (micro) × 2 (DP) × 32 (num_microbatches)"),
+    ("micro_batch_size", 4, "64 = 4 (micro) × 2 (DP) × 8 (num_microbatches)"),
+    ("pipeline_stages", 8, "(p-1)/(m+p-1) = <b>30.4%</b>"),  # 7 / 23
+    ("data_parallel", 4, "64 = 2 (micro) × 4 (DP) × 8 (num_microbatches)"),
+    ("grad_accum_steps", 16, "与 Megatron/DeepSpeed 约定一致"),
+    ("grad_accum_steps", 4, "与种子文本公式一致"),
+])
+def test_each_control_changes_the_displayed_result(control, value, expect):
+    calc = BatchCalculator()
+    before = calc.result.value
+    assert expect not in before
+    calc.controls[control].value = value
+    assert expect in calc.result.value and calc.result.value != before
+
+
+def test_invalid_input_shows_a_message_not_a_traceback():
+    calc = BatchCalculator()
+    calc.controls["global_batch"].value = 63
+    assert calc.plan is None
+    assert "配置无效" in calc.result.value and "global batch 63 is not divisible" in calc.result.value
+    calc.controls["global_batch"].value = 64
+    assert calc.plan is not None and "配置无效" not in calc.result.value
+
+
+def test_pipeline_not_filled_is_flagged():
+    calc = BatchCalculator(global_batch=8, micro_batch_size=2, pipeline_stages=4, data_parallel=2)
+    assert "流水线填不满" in calc.result.value
+
+
+@pytest.mark.parametrize("exercise_id", list(EXERCISES))
+def test_every_exercise_accepts_its_answer_and_rejects_another(exercise_id, capsys):
+    truth = expected(exercise_id)
+    assert is_correct(exercise_id, truth)
+    assert not is_correct(exercise_id, truth + 1)
+    check(exercise_id, truth + 1)
+    assert "❌" in capsys.readouterr().out
+
+
+def test_exercise_answers_are_the_books_numbers():
+    assert [expected(k) for k in ("4.1-1", "4.1-2", "4.1-4")] == [8, 2, 16]
+    assert expected("4.1-3") == pytest.approx(7 / 15) and expected("4.1-5") == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("answer, says", [(None, "还没有作答"), ("8", "请填一个数字"), (True, "请填一个数字")])
+def test_malformed_answers_get_a_message(answer, says, capsys):
+    check("4.1-1", answer)
+    assert says in capsys.readouterr().out
+    with pytest.raises(ValueError, match="unknown exercise '9.9'"):
+        check("9.9", 1)
