@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Make the environment the book needs: system packages (a CJK font; Chromium for the tests) and a
+# .venv with the pinned Python stack. Safe to re-run: it only installs what is missing or changed.
+#   usage: scripts/setup-env.sh [book|test]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+purpose=${1:-book}
+
+# --- system packages -------------------------------------------------------------------------
+missing=()
+fonts=$(fc-list : family 2>/dev/null || true)
+grep -q "Noto Sans CJK" <<<"$fonts" || missing+=(fonts-noto-cjk)
+[ "$purpose" = test ] && ! command -v chromium >/dev/null 2>&1 && missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup-env: installing ${missing[*]} with apt-get"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+  else
+    echo "setup-env: please install ${missing[*]} (Debian/Ubuntu: sudo apt-get install ${missing[*]})" >&2
+    [ "$purpose" = test ] && exit 1  # the tests check Chinese glyphs and render pages in Chromium
+  fi
+fi
+
+# --- Python environment ------------------------------------------------------------------------
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1; then python=$candidate; break; fi
+  done
+fi
+"$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+  || { echo "setup-env: need Python 3.11 (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+stamp=.venv/.requirements.sha256
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup-env: installing requirements.txt into .venv"
+  .venv/bin/python -m pip install -q -r requirements.txt
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Run the whole test suite: package tests, nbval on every notebook, static notebook checks,
+# the strict book build and the HTML checks (headless Chromium, network off).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-env.sh test
+# loadfile keeps each notebook (and the one book build) on a single worker.
+exec .venv/bin/python -m pytest -n 2 --dist loadfile \
+  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval-sanitize.cfg \
+  tests book "$@"
