@@ -12,7 +12,7 @@ import sys
 from typing import Sequence
 
 from .batching import plan_batch
-from .model import PRESETS, count_params, get_config
+from .presets import PRESETS, count_params, get_config  # no torch: `plan` answers instantly
 
 __all__ = ["main", "plan_report"]
 
