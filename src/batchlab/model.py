@@ -4,7 +4,6 @@ Shapes come from :mod:`batchlab.presets` (re-exported here): the tiny model trai
 in seconds; the four published GPT-2 sizes are only ever counted, or built on the ``meta`` device,
 which allocates nothing.
 """
-"""
 from __future__ import annotations
 
 import math
