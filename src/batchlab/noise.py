@@ -97,3 +97,202 @@ def minibatch_error(
         out["rel_error_theory"].append((theory / full_sq) ** 0.5)
         out["cosine"].append(float(cos.mean()))
     return out
+
+
+# ── Noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training") ──────────────
+# B_simple = tr(Σ)/‖G‖² is the batch size at which the mini-batch noise E‖G_B − G‖² = tr(Σ)/B equals
+# the signal ‖G‖². Below it a bigger batch buys almost proportionally faster progress per step; far
+# above it, extra samples are mostly wasted. Appendix A of the paper estimates it without per-sample
+# gradients, from the squared norms of two gradients taken at two batch sizes.
+
+import math  # noqa: E402  (appended section; the imports above are shared with the rest of the file)
+
+__all__ += ["noise_scale_simple", "noise_scale_two_batch", "noise_scale_from_batches", "gradient_cloud"]
+
+
+def noise_scale_simple(per_sample: torch.Tensor) -> float:
+    """B_simple = tr(Σ)/‖G‖² from per-sample gradients [N, num_params] (population form of Σ)."""
+    if per_sample.dim() != 2 or per_sample.shape[0] < 2:
+        raise ValueError(f"per_sample has shape {tuple(per_sample.shape)}: need [N, num_params] with N ≥ 2")
+    g_sq = float(per_sample.double().mean(dim=0).pow(2).sum())
+    if g_sq == 0.0:
+        raise ValueError("‖G‖² = 0 (a stationary point): the noise scale tr(Σ)/‖G‖² is undefined")
+    return gradient_trace_cov(per_sample) / g_sq
+
+
+def _finite_factor(batch: int, num_samples: int | None) -> float:
+    """c_B with E‖G_B‖² = ‖G‖² + tr(Σ)·c_B: 1/B for i.i.d. draws, (N − B)/((N − 1)·B) without
+    replacement from N samples (the same finite-population factor as :func:`expected_sq_error`)."""
+    if num_samples is None:
+        return 1.0 / batch
+    return (num_samples - batch) / ((num_samples - 1) * batch)
+
+
+def noise_scale_two_batch(
+    grad_small: torch.Tensor,
+    grad_big: torch.Tensor,
+    b_small: int,
+    b_big: int,
+    num_samples: int | None = None,
+) -> tuple[float, float, float]:
+    """Unbiased (‖G‖², tr Σ) estimates from one gradient at batch ``b_small`` and one at ``b_big``,
+    and their ratio B_simple (McCandlish et al. 2018, Appendix A):
+
+        ‖G‖² ≈ (B_big‖G_big‖² − B_small‖G_small‖²) / (B_big − B_small)
+        tr Σ ≈ (‖G_small‖² − ‖G_big‖²) / (1/B_small − 1/B_big)
+
+    No per-sample gradients are needed: on data-parallel hardware ``grad_small`` is one replica's
+    gradient and ``grad_big`` the all-reduced one. One pair is very noisy (‖G‖² can even come out
+    negative); average the first two numbers over many pairs before dividing. With ``num_samples``
+    = N, batches are taken as drawn without replacement from N samples and c_B = (N − B)/((N − 1)B)
+    replaces 1/B, which keeps the estimates unbiased when B_big is not small against N.
+    """
+    for name, value in (("b_small", b_small), ("b_big", b_big)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} = {value!r} must be a whole number ≥ 1")
+    if b_small >= b_big:
+        raise ValueError(f"b_small = {b_small} must be smaller than b_big = {b_big}")
+    if num_samples is not None and not (isinstance(num_samples, int) and num_samples >= b_big):
+        raise ValueError(f"num_samples = {num_samples!r} must be a whole number ≥ b_big = {b_big}")
+    if grad_small.shape != grad_big.shape:
+        raise ValueError(f"grad_small {tuple(grad_small.shape)} and grad_big {tuple(grad_big.shape)} "
+                         "must have the same shape")
+    return _two_batch(float(grad_small.double().pow(2).sum()), float(grad_big.double().pow(2).sum()),
+                      b_small, b_big, num_samples)
+
+
+def _two_batch(small_sq: float, big_sq: float, b_small: int, b_big: int,
+               num_samples: int | None) -> tuple[float, float, float]:
+    c_small, c_big = _finite_factor(b_small, num_samples), _finite_factor(b_big, num_samples)
+    # E‖G_b‖² = ‖G‖² + tr(Σ)·c_b at both sizes: two linear equations in (‖G‖², tr Σ).
+    trace_cov = (small_sq - big_sq) / (c_small - c_big)
+    g_sq = big_sq - trace_cov * c_big
+    return g_sq, trace_cov, (trace_cov / g_sq if g_sq != 0.0 else math.nan)
+
+
+def _flat_grad(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, loss_fn: LossFn) -> torch.Tensor:
+    params = [p for p in model.parameters() if p.requires_grad]
+    # autograd.grad rather than backward(): leaves the caller's .grad fields untouched.
+    grads = torch.autograd.grad(loss_fn(model(inputs), targets), params)
+    return torch.cat([g.reshape(-1) for g in grads])
+
+
+def noise_scale_from_batches(
+    model: nn.Module,
+    data,
+    b_small: int,
+    b_big: int,
+    num_pairs: int = 20,
+    seed: int = 0,
+    loss_fn: LossFn = next_token_loss,
+    finite_population: bool = True,
+) -> dict[str, float]:
+    """Estimate B_simple with ordinary gradients only, the way a data-parallel job can.
+
+    Each pair draws ``b_big`` distinct samples from ``data`` (a :class:`batchlab.data.TokenDataset`,
+    or anything with ``.inputs`` and ``.targets``), splits them into ``b_big // b_small`` disjoint
+    "replicas" of ``b_small``, takes each replica's gradient and their mean (the all-reduce, which
+    is exactly the gradient of the big batch). ‖G_small‖² is averaged over the replicas (each is an
+    unbiased estimate of the same expectation). The ‖G‖² and tr Σ estimates are averaged over
+    pairs before dividing, as McCandlish et al. recommend, since a ratio of noisy numbers is biased.
+    ``finite_population`` corrects for drawing without replacement from ``len(data)`` samples.
+
+    Returns ``g_sq``, ``trace_cov``, ``b_simple`` and the settings used.
+    """
+    n = len(data)
+    for name, value in (("b_small", b_small), ("b_big", b_big), ("num_pairs", num_pairs)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} = {value!r} must be a whole number ≥ 1")
+    if b_big <= b_small or b_big % b_small:
+        raise ValueError(f"b_big = {b_big} must be a multiple of b_small = {b_small} larger than it "
+                         "(the big batch is made of whole replicas)")
+    if b_big > n:
+        raise ValueError(f"b_big = {b_big} exceeds the {n} samples in data")
+    replicas = b_big // b_small
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    g_sq_sum = trace_sum = 0.0
+    for _ in range(num_pairs):
+        chosen = torch.randperm(n, generator=gen)[:b_big]
+        small = []
+        for r in range(replicas):
+            idx = chosen[r * b_small:(r + 1) * b_small]
+            small.append(_flat_grad(model, data.inputs[idx].to(device), data.targets[idx].to(device), loss_fn))
+        stacked = torch.stack(small).double()
+        big = stacked.mean(dim=0)
+        small_sq = float(stacked.pow(2).sum(dim=1).mean())  # ‖G_small‖², averaged over replicas
+        g_sq, trace, _ = _two_batch(small_sq, float(big.pow(2).sum()), b_small, b_big,
+                                    n if finite_population else None)
+        g_sq_sum += g_sq
+        trace_sum += trace
+    g_sq_mean, trace_mean = g_sq_sum / num_pairs, trace_sum / num_pairs
+    return {
+        "g_sq": g_sq_mean,
+        "trace_cov": trace_mean,
+        "b_simple": trace_mean / g_sq_mean if g_sq_mean != 0.0 else math.nan,
+        "b_small": b_small,
+        "b_big": b_big,
+        "num_pairs": num_pairs,
+    }
+
+
+def gradient_cloud(
+    per_sample: torch.Tensor,
+    batch_sizes: Sequence[int],
+    num_draws: int = 200,
+    seed: int = 0,
+) -> dict:
+    """Mini-batch gradient estimates G_B seen in a fixed plane, precomputed for every batch size.
+
+    The plane is spanned by e1 = G/‖G‖ and e2, the top principal direction of the per-sample
+    gradients once their e1 component is removed: the direction in which estimates scatter most
+    sideways. e2 comes from the N×N Gram matrix of those centred gradients, never a P×P covariance.
+    Projection is linear, so G_B's coordinates are the mean of its samples' coordinates.
+
+    Returns ``batch_sizes``, ``points`` (one ``[num_draws, 2]`` array per size), ``center`` (G's
+    coordinates, (‖G‖, 0)), ``num_samples`` and ``captured`` (the share of tr Σ lying in the plane).
+    """
+    if per_sample.dim() != 2 or per_sample.shape[0] < 2:
+        raise ValueError(f"per_sample has shape {tuple(per_sample.shape)}: need [N, num_params] with N ≥ 2")
+    if isinstance(num_draws, bool) or not isinstance(num_draws, int) or num_draws < 1:
+        raise ValueError(f"num_draws = {num_draws!r} must be a whole number ≥ 1")
+    n = per_sample.shape[0]
+    for b in batch_sizes:
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= n:
+            raise ValueError(f"batch size {b!r} must be a whole number between 1 and the sample count {n}")
+    # Everything below is an inner product of samples, so the N×N Gram matrix M = g gᵀ suffices.
+    gram = per_sample.double() @ per_sample.double().T
+    g_dot = gram.mean(dim=1)                        # m_i = g_i · G
+    full_sq = float(g_dot.mean())                   # ‖G‖²
+    if full_sq <= 0.0:
+        raise ValueError("‖G‖ = 0: the direction e1 = G/‖G‖ is undefined")
+    full_norm = full_sq ** 0.5
+    along_e1 = (g_dot - full_sq) / full_norm        # a_i = (g_i − G) · e1
+    centred = gram - g_dot[:, None] - g_dot[None, :] + full_sq   # (g_i − G) · (g_j − G)
+    sideways = centred - along_e1[:, None] * along_e1[None, :]   # the same with the e1 parts removed
+    eigvals, eigvecs = torch.linalg.eigh(sideways)  # ascending: the last pair is the top direction
+    top, u = float(eigvals[-1]), eigvecs[:, -1]
+    u = u * torch.sign(u[int(u.abs().argmax())])    # eigenvectors have no sign: fix one, for reproducibility
+    x = g_dot / full_norm                            # g_i · e1
+    if top > 1e-12 * max(float(centred.diagonal().mean()), 1e-300):
+        # e2 = Σ_j u_j d_j / √λ, d_j the sideways part of g_j. G and e1 are orthogonal to every d_j, so
+        # g_i · e2 = d_i · e2 = (sideways @ u)_i / √λ = λ u_i / √λ.
+        y = top ** 0.5 * u
+    else:
+        y = torch.zeros_like(x)                      # every sample lies on the line through G
+    coords = torch.stack([x, y], dim=1)              # [N, 2] per-sample coordinates
+    trace = float(centred.diagonal().mean())
+    along = float(along_e1.pow(2).mean()) + float(y.pow(2).mean())
+    gen = torch.Generator().manual_seed(seed)
+    points = []
+    for b in batch_sizes:
+        chosen = torch.rand(num_draws, n, generator=gen).argsort(dim=1)[:, :b]  # without replacement
+        w = torch.zeros(num_draws, n, dtype=torch.float64).scatter_(1, chosen, 1.0 / b)
+        points.append((w @ coords).numpy())
+    return {
+        "batch_sizes": [int(b) for b in batch_sizes],
+        "points": points,
+        "center": coords.mean(dim=0).numpy(),
+        "num_samples": n,
+        "captured": float(along) / trace if trace > 0 else 1.0,
+    }

@@ -109,3 +109,119 @@ def plot_estimate_error(stats: dict) -> "Figure":
     ax2.set_ylabel("与全量梯度的余弦相似度")
     fig.tight_layout()
     return fig
+
+
+__all__ += ["plot_gradient_cloud", "plot_variance_curve"]
+
+
+def _batch_index(batch_sizes: list[int], batch_size: int, what: str) -> int:
+    try:
+        return list(batch_sizes).index(batch_size)
+    except ValueError:
+        raise ValueError(f"batch size {batch_size!r} is not among the {what}'s batch sizes "
+                         f"{list(batch_sizes)}") from None
+
+
+def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) -> "Figure":
+    """Scatter of the mini-batch gradient estimates G_B for one B around the full gradient G, in the
+    plane of :func:`batchlab.noise.gradient_cloud`. The axis limits cover the clouds of *all* batch
+    sizes, so moving B shows the cloud shrink instead of the axes rescaling.
+
+    Called again on the same ``ax`` with the same ``cloud``, it only moves the points: no new
+    artists or ticks, which keeps an interactive redraw cheap."""
+    import numpy as np
+
+    i = _batch_index(cloud["batch_sizes"], batch_size, "cloud")
+    pts = cloud["points"][i]
+    title = f"B = {batch_size}：{len(pts)} 个小批量梯度估计的散布"
+    state = getattr(ax, "_batchlab_cloud", None)
+    if state is not None and state["cloud"] is cloud:
+        state["scatter"].set_offsets(pts)
+        ax.set_title(title)
+        return ax.figure
+    own_figure = ax is None
+    fig, ax = _new_axes(ax, figsize=(4.6, 4.0))
+    every = np.concatenate([*cloud["points"], cloud["center"][None, :], np.zeros((1, 2))])
+    lo, hi = every.min(axis=0), every.max(axis=0)
+    # One scale on both axes (a round cloud must look round), a little margin, G and 0 inside.
+    half = 0.56 * (hi - lo).max()
+    mid = 0.5 * (hi + lo)
+    scatter = ax.scatter(pts[:, 0], pts[:, 1], s=9, alpha=0.45, color=PALETTE[0], linewidths=0,
+                         label="小批量估计 G_B", zorder=2)
+    cx, cy = cloud["center"]
+    arrow = ax.annotate("", xy=(cx, cy), xytext=(0.0, 0.0),
+                        arrowprops=dict(arrowstyle="->", color="black", lw=1.4), zorder=3)
+    (star,) = ax.plot([cx], [cy], marker="*", markersize=14, color=PALETTE[3], linestyle="none",
+                      label="全量梯度 G", zorder=4)
+    ax.set_xlim(mid[0] - half, mid[0] + half)
+    ax.set_ylim(mid[1] - half, mid[1] + half)
+    ax.set_aspect("equal", adjustable="box")
+    ax.set_xlabel("沿 G 方向的分量（e1）")
+    ax.set_ylabel("横向散布最大的方向（e2）")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left")
+    ax._batchlab_cloud = {"cloud": cloud, "scatter": scatter, "on_top": [arrow, star]}
+    if own_figure:
+        fig.tight_layout()
+    return fig
+
+
+def plot_variance_curve(stats: dict, batch_size: int, ax: "Axes | None" = None) -> "Figure":
+    """E‖G_B − G‖² against B on log–log axes: measured points, the sampling-theory curve
+    tr(Σ)/B · (N − B)/(N − 1) and the chosen B marked. ``stats`` comes from
+    :func:`batchlab.noise.minibatch_error`; B = N (zero error) cannot sit on a log axis and is left out.
+
+    Called again on the same ``ax`` with the same ``stats``, it only moves the marker."""
+    i = _batch_index(stats["batch_sizes"], batch_size, "stats")
+    keep = [j for j, e in enumerate(stats["sq_error_theory"]) if e > 0]
+    # The marker sits on the measured point; at B = N it goes to the bottom edge of the plot.
+    y_mark = stats["sq_error"][i] if i in keep else None
+    state = getattr(ax, "_batchlab_variance", None)
+    if state is not None and state["stats"] is stats:
+        state["vline"].set_xdata([batch_size, batch_size])
+        state["marker"].set_data([batch_size] if y_mark else [], [y_mark] if y_mark else [])
+        return ax.figure
+    own_figure = ax is None
+    fig, ax = _new_axes(ax, figsize=(4.6, 4.0))
+    b = [stats["batch_sizes"][j] for j in keep]
+    ax.loglog(b, [stats["sq_error_theory"][j] for j in keep], "k--", lw=1.2,
+              label="理论 tr(Σ)/B · (N-B)/(N-1)")
+    ax.loglog(b, [max(stats["sq_error"][j], 1e-300) for j in keep], "o", color=PALETTE[0], ms=5,
+              label="实测 E‖G_B - G‖²")
+    vline = ax.axvline(batch_size, color=PALETTE[3], lw=1.0, alpha=0.7)
+    (marker,) = ax.plot([batch_size] if y_mark else [], [y_mark] if y_mark else [], "o", ms=11, mfc="none",
+                        mec=PALETTE[3], mew=2, label="当前 B")
+    # The vertical line may move to B = N, off the plotted points: keep every listed B in view.
+    ax.set_xlim(min(stats["batch_sizes"]) / 1.5, max(stats["batch_sizes"]) * 1.5)
+    # The batch sizes themselves as ticks (1, 2, 4, … read better than 10⁰, 10¹), and no minor ticks:
+    # they add nothing here and cost a third of each interactive redraw.
+    from matplotlib.ticker import NullLocator
+
+    if len(stats["batch_sizes"]) <= 12:
+        ax.set_xticks(stats["batch_sizes"], [str(v) for v in stats["batch_sizes"]])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("批大小 B")
+    ax.set_ylabel("E‖G_B - G‖²")
+    ax.set_title("误差随 B 按 1/B 下降")
+    ax.legend(fontsize=8, loc="lower left")
+    ax._batchlab_variance = {"stats": stats, "vline": vline, "marker": marker}
+    if own_figure:
+        fig.tight_layout()
+    return fig
+
+
+__all__ += ["updated_artists"]
+
+
+def updated_artists(ax: "Axes") -> list:
+    """The artists that a repeated :func:`plot_gradient_cloud` or :func:`plot_variance_curve` call on
+    ``ax`` changes (points, marker, title), plus those that must stay on top of them, in drawing
+    order; everything else on ``ax`` stays as drawn. An interactive caller can draw the rest once
+    and redraw only these (blitting)."""
+    out = []
+    if getattr(ax, "_batchlab_cloud", None) is not None:
+        out += [ax._batchlab_cloud["scatter"], *ax._batchlab_cloud["on_top"], ax.title]
+    if getattr(ax, "_batchlab_variance", None) is not None:
+        out += [ax._batchlab_variance["vline"], ax._batchlab_variance["marker"]]
+    return out

@@ -1,0 +1,301 @@
+"""A small, deterministic training loop for the convergence experiments of section 4.2.
+
+One optimizer step consumes ``batch_size`` sequences, pushed through the model as ``grad_accum_steps``
+micro-batches of ``batch_size // grad_accum_steps``; the gradients of loss/grad_accum_steps add up to
+the gradient of the whole batch's mean loss, so accumulation changes memory, not the mathematics.
+Batches come from a private generator: the same ``seed`` gives the same batches, whatever the
+accumulation, and nothing global is seeded.
+
+``lr_schedule`` and ``scale_lr`` are pure functions (no torch), shared with the widgets.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Literal
+
+import torch
+from torch import nn
+
+from .noise import LossFn, next_token_loss
+
+__all__ = ["lr_schedule", "scale_lr", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
+
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adamw", "lamb")
+OptimizerFactory = Callable[[Iterable[nn.Parameter], float], torch.optim.Optimizer]
+
+
+def _whole(name: str, value: object, minimum: int) -> int:
+    # bool is an int subclass; True as a step count is always a bug.
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} = {value!r} must be a whole number ≥ {minimum}")
+    return value
+
+
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+        raise ValueError(f"{name} = {value!r} must be a positive finite number")
+    return float(value)
+
+
+def lr_schedule(
+    step: int,
+    base_lr: float,
+    warmup_steps: int = 0,
+    total_steps: int | None = None,
+    decay: Literal["constant", "cosine"] = "constant",
+) -> float:
+    """Learning rate of optimizer step ``step``, counted from 1 (the first update is step 1).
+
+    * Warmup, for step ≤ warmup_steps: ``base_lr · step / warmup_steps`` — a straight line from
+      base_lr/warmup_steps at step 1 to exactly base_lr at step warmup_steps (Goyal et al. 2017).
+    * Then ``"constant"``: base_lr. ``"cosine"`` (needs ``total_steps`` = T, W = warmup_steps):
+      ``base_lr · ½(1 + cos(π · (step − W) / (T − W + 1)))``, which would reach 0 at step T + 1, so
+      every one of the T updates still moves the weights and the last one is tiny.
+    """
+    step = _whole("step", step, 1)
+    base_lr = _positive("base_lr", base_lr)
+    warmup_steps = _whole("warmup_steps", warmup_steps, 0)
+    if decay not in ("constant", "cosine"):
+        raise ValueError(f"decay = {decay!r} must be 'constant' or 'cosine'")
+    if total_steps is not None:
+        total_steps = _whole("total_steps", total_steps, 1)
+        if warmup_steps > total_steps:
+            raise ValueError(f"warmup_steps = {warmup_steps} exceeds total_steps = {total_steps}")
+        if step > total_steps:
+            raise ValueError(f"step = {step} exceeds total_steps = {total_steps}")
+    elif decay == "cosine":
+        raise ValueError("decay = 'cosine' needs total_steps: the cosine must know where it ends")
+    if step <= warmup_steps:
+        return base_lr * step / warmup_steps
+    if decay == "constant":
+        return base_lr
+    progress = (step - warmup_steps) / (total_steps - warmup_steps + 1)
+    return base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def scale_lr(
+    base_lr: float,
+    base_batch: int,
+    batch: int,
+    rule: Literal["linear", "sqrt", "none"] = "linear",
+) -> float:
+    """Learning rate for batch size ``batch``, given one that works at ``base_batch``.
+
+    * ``"linear"``: base_lr · batch/base_batch — Goyal et al. 2017 for SGD (k times the batch, k
+      times the step), valid up to a limit and with warmup.
+    * ``"sqrt"``: base_lr · √(batch/base_batch) — keeps the variance of the update fixed (Hoffer et
+      al. 2017, for SGD); Malladi et al. 2022 derive the square-root rule for Adam-type optimizers
+      (with β1, β2 and ε adjusted too, which this function does not do).
+    * ``"none"``: base_lr unchanged.
+    """
+    base_lr = _positive("base_lr", base_lr)
+    base_batch = _whole("base_batch", base_batch, 1)
+    batch = _whole("batch", batch, 1)
+    if rule == "linear":
+        return base_lr * batch / base_batch
+    if rule == "sqrt":
+        return base_lr * math.sqrt(batch / base_batch)
+    if rule == "none":
+        return base_lr
+    raise ValueError(f"rule = {rule!r} must be 'linear', 'sqrt' or 'none'")
+
+
+@dataclass
+class History:
+    """What one run recorded. ``step[i]`` is the optimizer step (from 1) whose ``lr[i]`` and
+    ``train_loss[i]`` (mean loss of that step's batch, before the update) are listed; evaluation
+    losses are at ``eval_step`` (0 = before training)."""
+
+    step: list[int] = field(default_factory=list)
+    samples_seen: list[int] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    eval_step: list[int] = field(default_factory=list)
+    eval_loss: list[float] = field(default_factory=list)
+    config: dict = field(default_factory=dict)
+
+    @property
+    def final_eval_loss(self) -> float | None:
+        """The last evaluation loss, or None if the run had no ``eval_data``."""
+        return self.eval_loss[-1] if self.eval_loss else None
+
+
+def make_optimizer(
+    name: str | OptimizerFactory,
+    params: Iterable[nn.Parameter],
+    lr: float,
+    weight_decay: float | None = None,
+) -> torch.optim.Optimizer:
+    """Build ``"sgd"``, ``"adam"``, ``"adamw"`` or ``"lamb"`` (or call a factory ``f(params, lr)``).
+
+    ``weight_decay`` None keeps each optimizer's own default (torch: SGD and Adam 0, AdamW 0.01;
+    our LAMB 0.01, the value You et al. used for BERT).
+    """
+    if callable(name):
+        return name(params, lr)
+    wd = {} if weight_decay is None else {"weight_decay": weight_decay}
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, **wd)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, **wd)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, **wd)
+    if name == "lamb":
+        from .optim import Lamb
+
+        return Lamb(params, lr=lr, weight_decay=0.01 if weight_decay is None else weight_decay)
+    raise ValueError(f"optimizer = {name!r} must be one of {', '.join(OPTIMIZERS)} or a callable f(params, lr)")
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data, batch_size: int = 256, loss_fn: LossFn = next_token_loss) -> float:
+    """Mean loss over every sequence of ``data`` (in eval mode; the model's mode is restored)."""
+    was_training = model.training
+    model.eval()
+    device = _device_of(model)
+    total, count = 0.0, 0
+    try:
+        for start in range(0, len(data), batch_size):
+            x = data.inputs[start:start + batch_size].to(device)
+            y = data.targets[start:start + batch_size].to(device)
+            total += float(loss_fn(model(x), y)) * x.shape[0]
+            count += x.shape[0]
+    finally:
+        model.train(was_training)
+    return total / count
+
+
+def train(
+    model: nn.Module,
+    data,
+    *,
+    batch_size: int,
+    steps: int,
+    optimizer: str | OptimizerFactory = "adam",
+    lr: float,
+    weight_decay: float | None = None,
+    warmup_steps: int = 0,
+    decay: Literal["constant", "cosine"] = "constant",
+    grad_accum_steps: int = 1,
+    eval_data=None,
+    eval_every: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    loss_fn: LossFn = next_token_loss,
+) -> History:
+    """Train ``model`` in place for ``steps`` optimizer steps and return its :class:`History`.
+
+    ``data`` is a :class:`batchlab.data.TokenDataset` (anything with ``.inputs``/``.targets``).
+    Batches are drawn like a shuffling data loader that drops the last incomplete batch: each epoch
+    is a fresh permutation from a generator seeded by ``seed``. Each step's ``batch_size`` sequences
+    go through the model as ``grad_accum_steps`` micro-batches of ``batch_size // grad_accum_steps``.
+    The learning rate follows :func:`lr_schedule` (``total_steps`` = ``steps``). With ``eval_data``,
+    the eval loss is recorded before training, every ``eval_every`` steps (default: steps // 10)
+    and after the last step.
+    """
+    n = len(data)
+    batch_size = _whole("batch_size", batch_size, 1)
+    steps = _whole("steps", steps, 1)
+    grad_accum_steps = _whole("grad_accum_steps", grad_accum_steps, 1)
+    lr = _positive("lr", lr)
+    if batch_size > n:
+        raise ValueError(f"batch_size = {batch_size} exceeds the {n} sequences in data")
+    if batch_size % grad_accum_steps:
+        raise ValueError(
+            f"batch_size {batch_size} is not divisible by grad_accum_steps {grad_accum_steps}: each "
+            "optimizer step splits its batch into grad_accum_steps equal micro-batches")
+    if eval_every is not None:
+        eval_every = _whole("eval_every", eval_every, 1)
+    lr_schedule(steps, lr, warmup_steps, steps, decay)  # validates the schedule before any work
+    micro_batch_size = batch_size // grad_accum_steps
+    opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad], lr, weight_decay)
+    device = _device_of(model)
+    gen = torch.Generator().manual_seed(seed)
+    history = History(config=dict(batch_size=batch_size, steps=steps, lr=lr, warmup_steps=warmup_steps,
+                                  decay=decay, grad_accum_steps=grad_accum_steps, seed=seed,
+                                  optimizer=optimizer if isinstance(optimizer, str) else getattr(
+                                      optimizer, "__name__", repr(optimizer))))
+    every = eval_every or max(1, steps // 10)
+    if eval_data is not None:
+        history.eval_step.append(0)
+        history.eval_loss.append(evaluate(model, eval_data, loss_fn=loss_fn))
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=steps, desc=f"B={batch_size}", leave=False)
+    order, cursor = torch.randperm(n, generator=gen), 0
+    # Dropout, if the model has any, draws from torch's global generator: fork it so the run is
+    # reproducible without changing the caller's random state.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model.train()
+        for step in range(1, steps + 1):
+            if cursor + batch_size > n:  # epoch over: drop the incomplete rest, reshuffle
+                order, cursor = torch.randperm(n, generator=gen), 0
+            batch = order[cursor:cursor + batch_size]
+            cursor += batch_size
+            current_lr = lr_schedule(step, lr, warmup_steps, steps, decay)
+            for group in opt.param_groups:
+                group["lr"] = current_lr
+            opt.zero_grad(set_to_none=True)
+            step_loss = 0.0
+            for k in range(grad_accum_steps):
+                idx = batch[k * micro_batch_size:(k + 1) * micro_batch_size]
+                x, y = data.inputs[idx].to(device), data.targets[idx].to(device)
+                # Dividing by grad_accum_steps makes the summed gradient that of the batch's mean loss.
+                loss = loss_fn(model(x), y) / grad_accum_steps
+                loss.backward()
+                step_loss += float(loss.detach())
+            opt.step()
+            history.step.append(step)
+            history.samples_seen.append(step * batch_size)
+            history.lr.append(current_lr)
+            history.train_loss.append(step_loss)
+            if eval_data is not None and (step % every == 0 or step == steps):
+                history.eval_step.append(step)
+                history.eval_loss.append(evaluate(model, eval_data, loss_fn=loss_fn))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{step_loss:.3f}", refresh=False)
+    if bar is not None:
+        bar.close()
+    return history
+
+
+def sweep(configs: list[dict], *, progress: bool = False, **common) -> list[History]:
+    """Run :func:`train` once per config (``{**common, **config}``) and return the histories.
+
+    ``model`` (in ``common`` or a config) is either a module, copied afresh for every run so all
+    runs start from the same weights, or a zero-argument callable that builds one. ``progress``
+    shows one bar over the runs.
+    """
+    if not configs:
+        raise ValueError("configs is empty: give at least one run")
+    runs = range(len(configs))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(configs), desc="runs")
+    histories = []
+    for i in runs:
+        kwargs = {**common, **configs[i]}
+        if "model" not in kwargs or "data" not in kwargs:
+            raise ValueError(f"run {i} has no 'model' or no 'data': give them in common or in the config")
+        model = kwargs.pop("model")
+        model = copy.deepcopy(model) if isinstance(model, nn.Module) else model()
+        data = kwargs.pop("data")
+        histories.append(train(model, data, **kwargs))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return histories

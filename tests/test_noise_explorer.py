@@ -1,0 +1,147 @@
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from batchlab import plotting  # noqa: E402
+from batchlab.data import make_corpus  # noqa: E402
+from batchlab.model import TinyGPT, get_config  # noqa: E402
+from batchlab.noise import gradient_cloud, minibatch_error, per_sample_grads  # noqa: E402
+from batchlab.train import scale_lr  # noqa: E402
+from batchlab.widgets import NoiseExplorer  # noqa: E402
+
+SIZES = [1, 2, 4, 8, 16, 32, 64]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def book_style():
+    # The book's fonts (as every chapter sets them), undone after this module.
+    with matplotlib.rc_context():
+        plotting.setup()
+        yield
+
+
+@pytest.fixture(scope="module")
+def tiny_grads():
+    data = make_corpus(64, 16, seed=1)
+    return per_sample_grads(TinyGPT(get_config("tiny")), data.inputs, data.targets, chunk_size=32)
+
+
+@pytest.fixture(scope="module")
+def precomputed(tiny_grads):
+    return gradient_cloud(tiny_grads, SIZES, num_draws=150, seed=0), minibatch_error(tiny_grads, SIZES, 150, 0)
+
+
+def test_cloud_shrinks_as_the_batch_grows(precomputed):
+    cloud, _ = precomputed
+    spread = [float(np.linalg.norm(p - cloud["center"], axis=1).mean()) for p in cloud["points"]]
+    assert all(a > b for a, b in zip(spread, spread[1:])), spread
+    assert spread[-1] == pytest.approx(0.0, abs=1e-9)  # B = N: every draw is G itself
+    # Doubling B shrinks the spread by about √2 (with the finite-population factor, a bit more).
+    assert spread[0] / spread[2] == pytest.approx(2.0, rel=0.25)
+
+
+def test_cloud_coordinates_are_the_projection_onto_e1_and_e2():
+    # Small P, so the plane can be built the slow way (SVD of the P-dimensional vectors) and compared.
+    gen = torch.Generator().manual_seed(2)
+    ps = torch.randn(40, 30, generator=gen, dtype=torch.float64) * torch.linspace(0.2, 2.0, 30) + 1.0
+    cloud = gradient_cloud(ps, [1, 40], num_draws=60, seed=0)
+    full = ps.mean(dim=0)
+    e1 = full / full.norm()
+    sideways = (ps - full) - ((ps - full) @ e1)[:, None] * e1
+    e2 = torch.linalg.svd(sideways, full_matrices=False).Vh[0]
+    coords = torch.stack([ps @ e1, ps @ e2], dim=1).numpy()
+    single = cloud["points"][0]  # B = 1: each point is one sample's coordinates (e2's sign is free)
+    for x, y in single:
+        assert np.isclose(coords[:, 0], x).any() and np.isclose(np.abs(coords[:, 1]), abs(y)).any()
+    assert cloud["center"] == pytest.approx([float(full.norm()), 0.0], abs=1e-9)
+    assert np.allclose(cloud["points"][1], cloud["center"])
+    assert 0.0 < cloud["captured"] <= 1.0
+
+
+def test_cloud_rejects_bad_input(tiny_grads):
+    with pytest.raises(ValueError, match="batch size 65 must be a whole number between 1 and the sample count 64"):
+        gradient_cloud(tiny_grads, [1, 65])
+    with pytest.raises(ValueError, match="‖G‖ = 0"):
+        gradient_cloud(torch.tensor([[1.0, 0.0], [-1.0, 0.0]]), [1])
+
+
+def explorer_lr(explorer):
+    c = {k: w.value for k, w in explorer.controls.items()}
+    return scale_lr(c["base_lr"], c["base_batch"], c["batch_size"], c["lr_rule"])
+
+
+@pytest.mark.parametrize("control, value", [
+    ("batch_size", 64), ("lr_rule", "sqrt"), ("lr_rule", "none"), ("base_batch", 8), ("base_lr", 1e-2),
+])
+def test_every_control_changes_the_summary(precomputed, control, value):
+    cloud, stats = precomputed
+    explorer = NoiseExplorer(cloud, stats, base_batch=32, base_lr=3e-3, batch_size=16)
+    before = explorer.summary.value
+    explorer.controls[control].value = value
+    after = explorer.summary.value
+    assert after != before
+    i = stats["batch_sizes"].index(explorer.controls["batch_size"].value)
+    assert f"B = <b>{explorer.controls['batch_size'].value}</b>" in after
+    assert f"{stats['rel_error'][i]:.3f}" in after and f"{stats['cosine'][i]:.3f}" in after
+    assert f"学习率 <b>{explorer_lr(explorer):.3g}</b>" in after
+
+
+def test_summary_names_the_rule_and_its_numbers(precomputed):
+    cloud, stats = precomputed
+    explorer = NoiseExplorer(cloud, stats, base_batch=16, base_lr=1e-3, batch_size=64)
+    assert "线性缩放" in explorer.summary.value and "学习率 <b>0.004</b>" in explorer.summary.value
+    explorer.controls["lr_rule"].value = "sqrt"
+    assert "平方根缩放" in explorer.summary.value and "学习率 <b>0.002</b>" in explorer.summary.value
+
+
+def test_explorer_moves_points_without_leaking_figures(precomputed):
+    cloud, stats = precomputed
+    open_before = plt.get_fignums()
+    explorer = NoiseExplorer(cloud, stats)
+    cloud_ax, curve_ax = explorer._axes
+    artists = (len(cloud_ax.get_children()), len(curve_ax.get_children()))
+    images = set()
+    for b in SIZES:
+        explorer.controls["batch_size"].value = b
+        offsets = cloud_ax.collections[0].get_offsets()
+        assert np.allclose(offsets, cloud["points"][SIZES.index(b)])
+        assert explorer.png.startswith(b"\x89PNG")
+        images.add(explorer.png)
+    assert len(images) == len(SIZES)  # every B shows a different picture
+    assert (len(cloud_ax.get_children()), len(curve_ax.get_children())) == artists  # moved, not redrawn
+    # Blitting marks artists as animated only while it draws the background: savefig still shows them.
+    assert not any(a.get_animated() for ax in explorer._axes for a in plotting.updated_artists(ax))
+    assert plt.get_fignums() == open_before
+
+
+def test_explorer_rejects_mismatched_inputs(precomputed):
+    cloud, stats = precomputed
+    short = dict(stats, batch_sizes=stats["batch_sizes"][:3])
+    with pytest.raises(ValueError, match="batch sizes \\[8, 16, 32, 64\\] of the cloud have no entry in stats"):
+        NoiseExplorer(cloud, short)
+    with pytest.raises(ValueError, match="lr_rule = 'cubic' must be one of linear, sqrt, none"):
+        NoiseExplorer(cloud, stats, lr_rule="cubic")
+
+
+def test_plots_keep_fixed_limits_and_draw_all_glyphs(precomputed):
+    cloud, stats = precomputed
+    limits = []
+    for b in (1, 64):
+        fig = plotting.plot_gradient_cloud(cloud, b)
+        limits.append((fig.axes[0].get_xlim(), fig.axes[0].get_ylim()))
+        fig2 = plotting.plot_variance_curve(stats, b)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "Glyph … missing from font" is a UserWarning
+            fig.canvas.draw()
+            fig2.canvas.draw()
+        plt.close(fig)
+        plt.close(fig2)
+    assert limits[0] == limits[1]  # the axes stay put, so the reader sees the cloud shrink
+    with pytest.raises(ValueError, match="batch size 3 is not among the cloud's batch sizes"):
+        plotting.plot_gradient_cloud(cloud, 3)
