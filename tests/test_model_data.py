@@ -81,3 +81,8 @@ def test_markov_source_entropy_rate_and_stationarity():
     assert 0 < src.entropy_rate() < markov_source(32, branching=8, seed=0).entropy_rate()
     with pytest.raises(ValueError, match="branching = 40"):
         markov_source(32, branching=40)
+
+
+@pytest.mark.parametrize("name", ["tiny", "nano"])
+def test_small_presets_build_with_the_counted_parameters(name):
+    assert TinyGPT(get_config(name)).num_params() == count_params(get_config(name))

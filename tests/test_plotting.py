@@ -27,3 +27,19 @@ def test_chinese_figures_draw_without_missing_glyphs():
         fig2.canvas.draw()
     assert "1F1B" in fig.axes[0].get_title() and "阶段 0" in [t.get_text() for t in fig.axes[0].get_yticklabels()]
     plt.close("all")
+
+
+def test_training_curves_plot_steps_and_samples():
+    import pytest
+
+    from batchlab.train import History
+
+    plotting.setup()
+    runs = [History(eval_step=[0, 2, 4], eval_loss=[4.0, 3.0, 2.0], config={"batch_size": b}) for b in (8, 32)]
+    fig = plotting.plot_training_curves(runs, ["B=8", "B=32"], floor=1.5)
+    left, right = fig.axes
+    assert list(right.lines[1].get_xdata()) == [0, 64, 128]  # samples = steps × B
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["B=8", "B=32"]
+    with pytest.raises(ValueError, match="2 histories but 1 labels"):
+        plotting.plot_training_curves(runs, ["B=8"])
+    plt.close("all")

@@ -236,3 +236,32 @@ def test_lamb_trains_the_tiny_model(data):
     model = TinyGPT(get_config("tiny"))
     hist = train(model, data, batch_size=16, steps=8, optimizer="lamb", lr=0.02)
     assert hist.train_loss[-1] < hist.train_loss[0] - 0.1
+
+
+def test_steps_to_target_reads_the_first_eval_below_target():
+    from batchlab.train import History, steps_to_target
+
+    h = History(eval_step=[0, 4, 8, 12], eval_loss=[4.0, 3.0, 2.5, 2.4], config={"batch_size": 16})
+    assert steps_to_target(h, 2.6) == 8
+    assert steps_to_target(h, 3.0) == 4
+    assert steps_to_target(h, 1.0) is None
+    with pytest.raises(ValueError, match="no eval losses"):
+        steps_to_target(History(), 1.0)
+
+
+@given(b=st.floats(0.5, 1e5), noise=st.floats(0.5, 1e5))
+def test_steps_and_samples_over_min_trade_off(b, noise):
+    from batchlab.scaling import samples_over_min, steps_over_min
+
+    s, e = steps_over_min(b, noise), samples_over_min(b, noise)
+    assert s > 1 and e > 1
+    # McCandlish et al. 2018: (S/S_min − 1)(E/E_min − 1) = 1 for every batch size.
+    assert (s - 1) * (e - 1) == pytest.approx(1.0)
+
+
+def test_critical_batch_doubles_both_costs():
+    from batchlab.scaling import samples_over_min, steps_over_min
+
+    assert steps_over_min(64, 64) == samples_over_min(64, 64) == 2.0
+    with pytest.raises(ValueError, match="noise_scale = 0"):
+        steps_over_min(8, 0)

@@ -39,6 +39,8 @@ class GPTConfig:
 # Shapes from the GPT-2 release (Radford et al. 2019); the tiny one is ours.
 PRESETS: dict[str, GPTConfig] = {
     "tiny": GPTConfig(n_layer=2, n_head=4, d_model=64, vocab_size=64, n_positions=64, name="tiny"),
+    # One layer of width 32: small enough that 4.2 can train a dozen runs in seconds on a laptop.
+    "nano": GPTConfig(n_layer=1, n_head=2, d_model=32, vocab_size=64, n_positions=64, name="nano"),
     "gpt2": GPTConfig(n_layer=12, n_head=12, d_model=768, vocab_size=50257, n_positions=1024, name="gpt2"),
     "gpt2-medium": GPTConfig(n_layer=24, n_head=16, d_model=1024, vocab_size=50257, n_positions=1024, name="gpt2-medium"),
     "gpt2-large": GPTConfig(n_layer=36, n_head=20, d_model=1280, vocab_size=50257, n_positions=1024, name="gpt2-large"),

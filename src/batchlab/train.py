@@ -6,12 +6,12 @@ the gradient of the whole batch's mean loss, so accumulation changes memory, not
 Batches come from a private generator: the same ``seed`` gives the same batches, whatever the
 accumulation, and nothing global is seeded.
 
-``lr_schedule`` and ``scale_lr`` are pure functions (no torch), shared with the widgets.
+The learning-rate rules it follows (``lr_schedule``, ``scale_lr``) live in the torch-free
+:mod:`batchlab.scaling` and are re-exported here.
 """
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Literal
 
@@ -19,87 +19,12 @@ import torch
 from torch import nn
 
 from .noise import LossFn, next_token_loss
+from .scaling import _positive, _whole, lr_schedule, scale_lr
 
-__all__ = ["lr_schedule", "scale_lr", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
+__all__ = ["lr_schedule", "scale_lr", "steps_to_target", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
 
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adamw", "lamb")
 OptimizerFactory = Callable[[Iterable[nn.Parameter], float], torch.optim.Optimizer]
-
-
-def _whole(name: str, value: object, minimum: int) -> int:
-    # bool is an int subclass; True as a step count is always a bug.
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} = {value!r} must be a whole number ≥ {minimum}")
-    return value
-
-
-def _positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-        raise ValueError(f"{name} = {value!r} must be a positive finite number")
-    return float(value)
-
-
-def lr_schedule(
-    step: int,
-    base_lr: float,
-    warmup_steps: int = 0,
-    total_steps: int | None = None,
-    decay: Literal["constant", "cosine"] = "constant",
-) -> float:
-    """Learning rate of optimizer step ``step``, counted from 1 (the first update is step 1).
-
-    * Warmup, for step ≤ warmup_steps: ``base_lr · step / warmup_steps`` — a straight line from
-      base_lr/warmup_steps at step 1 to exactly base_lr at step warmup_steps (Goyal et al. 2017).
-    * Then ``"constant"``: base_lr. ``"cosine"`` (needs ``total_steps`` = T, W = warmup_steps):
-      ``base_lr · ½(1 + cos(π · (step − W) / (T − W + 1)))``, which would reach 0 at step T + 1, so
-      every one of the T updates still moves the weights and the last one is tiny.
-    """
-    step = _whole("step", step, 1)
-    base_lr = _positive("base_lr", base_lr)
-    warmup_steps = _whole("warmup_steps", warmup_steps, 0)
-    if decay not in ("constant", "cosine"):
-        raise ValueError(f"decay = {decay!r} must be 'constant' or 'cosine'")
-    if total_steps is not None:
-        total_steps = _whole("total_steps", total_steps, 1)
-        if warmup_steps > total_steps:
-            raise ValueError(f"warmup_steps = {warmup_steps} exceeds total_steps = {total_steps}")
-        if step > total_steps:
-            raise ValueError(f"step = {step} exceeds total_steps = {total_steps}")
-    elif decay == "cosine":
-        raise ValueError("decay = 'cosine' needs total_steps: the cosine must know where it ends")
-    if step <= warmup_steps:
-        return base_lr * step / warmup_steps
-    if decay == "constant":
-        return base_lr
-    progress = (step - warmup_steps) / (total_steps - warmup_steps + 1)
-    return base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def scale_lr(
-    base_lr: float,
-    base_batch: int,
-    batch: int,
-    rule: Literal["linear", "sqrt", "none"] = "linear",
-) -> float:
-    """Learning rate for batch size ``batch``, given one that works at ``base_batch``.
-
-    * ``"linear"``: base_lr · batch/base_batch — Goyal et al. 2017 for SGD (k times the batch, k
-      times the step), valid up to a limit and with warmup.
-    * ``"sqrt"``: base_lr · √(batch/base_batch) — keeps the variance of the update fixed (Hoffer et
-      al. 2017, for SGD); Malladi et al. 2022 derive the square-root rule for Adam-type optimizers
-      (with β1, β2 and ε adjusted too, which this function does not do).
-    * ``"none"``: base_lr unchanged.
-    """
-    base_lr = _positive("base_lr", base_lr)
-    base_batch = _whole("base_batch", base_batch, 1)
-    batch = _whole("batch", batch, 1)
-    if rule == "linear":
-        return base_lr * batch / base_batch
-    if rule == "sqrt":
-        return base_lr * math.sqrt(batch / base_batch)
-    if rule == "none":
-        return base_lr
-    raise ValueError(f"rule = {rule!r} must be 'linear', 'sqrt' or 'none'")
 
 
 @dataclass
@@ -268,6 +193,17 @@ def train(
     if bar is not None:
         bar.close()
     return history
+
+
+def steps_to_target(history: History, target: float) -> int | None:
+    """First evaluated step whose eval loss is at most ``target`` (None if the run never got there).
+
+    Multiply by the run's batch size for the samples it took: the two axes of McCandlish et al.'s
+    steps-versus-samples trade-off.
+    """
+    if not history.eval_loss:
+        raise ValueError("history has no eval losses: train with eval_data to measure steps to a target")
+    return next((s for s, loss in zip(history.eval_step, history.eval_loss) if loss <= target), None)
 
 
 def sweep(configs: list[dict], *, progress: bool = False, **common) -> list[History]:

@@ -204,7 +204,7 @@ class NoiseExplorer(widgets.VBox):
         return buffer.getvalue()
 
     def _update_summary(self, _change: object = None) -> None:
-        from .train import scale_lr
+        from .scaling import scale_lr
 
         values = {name: c.value for name, c in self.controls.items()}
         i = list(self.stats["batch_sizes"]).index(values["batch_size"])

@@ -1,0 +1,105 @@
+"""Batch-size scaling rules as plain numbers: learning-rate scaling, warmup/decay schedules and
+McCandlish et al.'s steps-versus-samples trade-off. Pure math, no torch (widgets and exercises use
+it directly; :mod:`batchlab.train` follows it).
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+__all__ = ["lr_schedule", "scale_lr", "steps_over_min", "samples_over_min"]
+
+
+def _whole(name: str, value: object, minimum: int) -> int:
+    # bool is an int subclass; True as a step count is always a bug.
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} = {value!r} must be a whole number ≥ {minimum}")
+    return value
+
+
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+        raise ValueError(f"{name} = {value!r} must be a positive finite number")
+    return float(value)
+
+
+def lr_schedule(
+    step: int,
+    base_lr: float,
+    warmup_steps: int = 0,
+    total_steps: int | None = None,
+    decay: Literal["constant", "cosine"] = "constant",
+) -> float:
+    """Learning rate of optimizer step ``step``, counted from 1 (the first update is step 1).
+
+    * Warmup, for step ≤ warmup_steps: ``base_lr · step / warmup_steps`` — a straight line from
+      base_lr/warmup_steps at step 1 to exactly base_lr at step warmup_steps (Goyal et al. 2017).
+    * Then ``"constant"``: base_lr. ``"cosine"`` (needs ``total_steps`` = T, W = warmup_steps):
+      ``base_lr · ½(1 + cos(π · (step − W) / (T − W + 1)))``, which would reach 0 at step T + 1, so
+      every one of the T updates still moves the weights and the last one is tiny.
+    """
+    step = _whole("step", step, 1)
+    base_lr = _positive("base_lr", base_lr)
+    warmup_steps = _whole("warmup_steps", warmup_steps, 0)
+    if decay not in ("constant", "cosine"):
+        raise ValueError(f"decay = {decay!r} must be 'constant' or 'cosine'")
+    if total_steps is not None:
+        total_steps = _whole("total_steps", total_steps, 1)
+        if warmup_steps > total_steps:
+            raise ValueError(f"warmup_steps = {warmup_steps} exceeds total_steps = {total_steps}")
+        if step > total_steps:
+            raise ValueError(f"step = {step} exceeds total_steps = {total_steps}")
+    elif decay == "cosine":
+        raise ValueError("decay = 'cosine' needs total_steps: the cosine must know where it ends")
+    if step <= warmup_steps:
+        return base_lr * step / warmup_steps
+    if decay == "constant":
+        return base_lr
+    progress = (step - warmup_steps) / (total_steps - warmup_steps + 1)
+    return base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def scale_lr(
+    base_lr: float,
+    base_batch: int,
+    batch: int,
+    rule: Literal["linear", "sqrt", "none"] = "linear",
+) -> float:
+    """Learning rate for batch size ``batch``, given one that works at ``base_batch``.
+
+    * ``"linear"``: base_lr · batch/base_batch — Goyal et al. 2017 for SGD (k times the batch, k
+      times the step), valid up to a limit and with warmup.
+    * ``"sqrt"``: base_lr · √(batch/base_batch) — keeps the variance of the update fixed (Hoffer et
+      al. 2017, for SGD); Malladi et al. 2022 derive the square-root rule for Adam-type optimizers
+      (with β1, β2 and ε adjusted too, which this function does not do).
+    * ``"none"``: base_lr unchanged.
+    """
+    base_lr = _positive("base_lr", base_lr)
+    base_batch = _whole("base_batch", base_batch, 1)
+    batch = _whole("batch", batch, 1)
+    if rule == "linear":
+        return base_lr * batch / base_batch
+    if rule == "sqrt":
+        return base_lr * math.sqrt(batch / base_batch)
+    if rule == "none":
+        return base_lr
+    raise ValueError(f"rule = {rule!r} must be 'linear', 'sqrt' or 'none'")
+
+
+def _noise_scale_args(batch_size: float, noise_scale: float) -> None:
+    for name, value in (("batch_size", batch_size), ("noise_scale", noise_scale)):
+        _positive(name, value)
+
+
+def steps_over_min(batch_size: float, noise_scale: float) -> float:
+    """S / S_min = 1 + B_noise / B: how many more optimizer steps than the fewest possible a batch
+    of ``batch_size`` needs to reach a given loss (McCandlish et al. 2018, eq. 2.11)."""
+    _noise_scale_args(batch_size, noise_scale)
+    return 1.0 + noise_scale / batch_size
+
+
+def samples_over_min(batch_size: float, noise_scale: float) -> float:
+    """E / E_min = 1 + B / B_noise: how many more samples than the fewest possible it needs.
+    At B = B_noise (the critical batch) both costs are twice their minimum."""
+    _noise_scale_args(batch_size, noise_scale)
+    return 1.0 + batch_size / noise_scale
