@@ -38,7 +38,8 @@ def test_training_curves_plot_steps_and_samples():
     runs = [History(eval_step=[0, 2, 4], eval_loss=[4.0, 3.0, 2.0], config={"batch_size": b}) for b in (8, 32)]
     fig = plotting.plot_training_curves(runs, ["B=8", "B=32"], floor=1.5)
     left, right = fig.axes
-    assert list(right.lines[1].get_xdata()) == [0, 64, 128]  # samples = steps × B
+    assert list(right.lines[1].get_xdata()) == [64, 128]  # samples = steps × B; step 0 left out
+    assert len(plotting.plot_training_curves(runs, ["a", "b"], by_samples=False).axes) == 1
     assert [t.get_text() for t in left.get_legend().get_texts()] == ["B=8", "B=32"]
     with pytest.raises(ValueError, match="2 histories but 1 labels"):
         plotting.plot_training_curves(runs, ["B=8"])
