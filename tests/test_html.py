@@ -25,13 +25,11 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
-import yaml
 from bs4 import BeautifulSoup
 
-ROOT = Path(__file__).resolve().parents[1]
+from booktoc import ROOT, WIDGET_STATE, WIDGET_VIEW, toc_entries  # tests/booktoc.py
+
 VENDOR = ROOT / "book" / "_vendor"
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)  # http://, https://, //host
 BUILD_TIMEOUT_S = 1800
@@ -48,29 +46,13 @@ import render_check  # noqa: E402  (scripts/render_check.py)
 
 
 # --------------------------------------------------------------------------- toc
-def _toc_entries() -> list[str]:
-    data = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    found = [data["root"]]
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                found.append(node["file"])
-            for key in ("parts", "chapters", "sections"):
-                for child in node.get(key) or []:
-                    walk(child)
-
-    walk(data)
-    return found
-
-
 def _strip_suffix(entry: str) -> str:
     return re.sub(r"\.(ipynb|md)$", "", entry)
 
 
-ROOT_DOC = _strip_suffix(_toc_entries()[0])
+ROOT_DOC = _strip_suffix(toc_entries()[0])
 CHAPTERS = [
-    _strip_suffix(e) for e in _toc_entries()
+    _strip_suffix(e) for e in toc_entries()
     if (ROOT / f"{_strip_suffix(e)}.ipynb").is_file()
 ]
 

@@ -15,34 +15,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-TOC = ROOT / "_toc.yml"
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+from booktoc import ROOT, WIDGET_STATE, WIDGET_VIEW, toc_entries  # tests/booktoc.py
+
 FONT_WARNING = re.compile(r"Glyph|missing from (current )?font|findfont", re.IGNORECASE)
 SECTION_FROM_NAME = re.compile(r"^(\d+\.\d+)-")
-
-
-def toc_entries(toc_path: Path = TOC) -> list[str]:
-    """Every `file:` (and the root) of a jb-book/jb-article _toc.yml, in order."""
-    data = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
-    found: list[str] = [data["root"]] if data.get("root") else []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                found.append(node["file"])
-            for key in ("parts", "chapters", "sections"):
-                for child in node.get(key) or []:
-                    walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
-
-    walk(data)
-    return found
 
 
 def resolve_entry(entry: str) -> list[Path]:
