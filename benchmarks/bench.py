@@ -7,6 +7,8 @@ budget is exceeded, for a quiet machine). Each row: what a reader waits for, mea
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import statistics
 import subprocess
@@ -63,10 +65,13 @@ def bench_explorer() -> float:
     data = make_corpus(256, 16, seed=0)
     ps = per_sample_grads(TinyGPT(get_config("nano")), data.inputs, data.targets)
     sizes = [1, 2, 4, 8, 16, 32, 64, 128]
-    explorer = NoiseExplorer(gradient_cloud(ps, sizes), minibatch_error(ps, sizes))
     cycle = iter(sizes * 10)
-    return statistics.median(
-        best_of(lambda: setattr(explorer.controls["batch_size"], "value", next(cycle)), repeat=1) for _ in range(20))
+    # Outside a kernel the explorer's Output widget prints its images; keep the report readable.
+    with contextlib.redirect_stdout(io.StringIO()):
+        explorer = NoiseExplorer(gradient_cloud(ps, sizes), minibatch_error(ps, sizes))
+        return statistics.median(
+            best_of(lambda: setattr(explorer.controls["batch_size"], "value", next(cycle)), repeat=1)
+            for _ in range(20))
 
 
 def bench_notebook(name: str) -> float:
