@@ -66,3 +66,9 @@ def test_device_command_reports_cpu(capsys):
     assert out["device"] == "cpu" and out["memory"]["total"] > 0
     assert main(["device", "--device", "tpu"]) == 2
     assert "tpu" in capsys.readouterr().err
+
+
+def test_device_text_output_reads_memory_in_gib(capsys):
+    assert main(["device", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("device     cpu") and " GiB, peak " in out and "free " in out

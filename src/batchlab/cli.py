@@ -62,6 +62,12 @@ def _print_plan(report: dict) -> None:
         print("warning          fewer micro-batches than stages: 1F1B cannot run, the pipeline never fills")
 
 
+def _format_memory(memory: dict) -> str:
+    gib = {k: memory[k] / 2**30 for k in ("allocated", "peak", "free", "total")}
+    return (f"allocated {gib['allocated']:.2f} GiB, peak {gib['peak']:.2f} GiB, "
+            f"free {gib['free']:.1f} of {gib['total']:.1f} GiB  [{memory['source']}]")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _Parser(prog="python -m batchlab", description="Batch-size calculator of 《Batch Size 核心概念》.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -95,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(json.dumps(info, indent=2, ensure_ascii=False))
             else:
                 for key, value in info.items():
-                    print(f"{key:<10} {value}")
+                    print(f"{key:<10} {_format_memory(value) if key == 'memory' else value}")
     except (ValueError, RuntimeError) as err:
         print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
         return 2
