@@ -69,8 +69,12 @@ def test_every_indivisible_global_batch_raises_with_its_numbers(micro, dp, stage
             plan_batch(micro, stages, dp, global_batch=g)
 
 
-@given(micro=pos, stages=pos, dp=pos, g=st.integers(1, 4096), ga=st.integers(1, 4096))
-def test_a_given_grad_accum_is_accepted_only_if_some_convention_holds(micro, stages, dp, g, ga):
+@given(micro=pos, stages=pos, dp=pos, m=st.integers(1, 64), pick=st.sampled_from(["seed", "megatron", "other"]),
+       other=st.integers(1, 4096))
+def test_a_given_grad_accum_is_accepted_only_if_some_convention_holds(micro, stages, dp, m, pick, other):
+    # Two of the three picks aim at a valid grad_accum (a uniform draw almost never is valid).
+    g = micro * dp * m
+    ga = {"seed": max(1, m // stages), "megatron": m, "other": other}[pick]
     try:
         plan = plan_batch(micro, stages, dp, global_batch=g, grad_accum_steps=ga)
     except ValueError as err:
@@ -87,3 +91,24 @@ def test_to_dict_holds_the_derived_keys():
     d = plan_batch(2, 4, 2, global_batch=64).to_dict()
     assert d["num_microbatches"] == 16 and d["devices"] == 8 and d["convention"] == "derived"
     assert d["bubble_fraction"] == pytest.approx(0.157894736)
+
+
+def test_updates_and_tokens_per_step():
+    plan = plan_batch(2, 4, 2, global_batch=64)
+    assert plan.updates_per_epoch(1_048_576) == 16384 and plan.updates_per_epoch(100) == 1
+    assert plan.tokens_per_step(1024) == 65536
+    with pytest.raises(ValueError, match="dataset_size = 0 must be at least 1"):
+        plan.updates_per_epoch(0)
+
+
+def test_one_stage_is_labelled_alike_in_both_branches():
+    assert plan_batch(2, 1, 2, global_batch=16, grad_accum_steps=4).convention == "seed"
+    assert plan_batch(2, 1, 2, num_microbatches=4, grad_accum_steps=4).convention == "seed"
+
+
+def test_no_fractional_grad_accum_is_suggested():
+    with pytest.raises(ValueError) as err:
+        plan_batch(2, 4, 2, global_batch=8, grad_accum_steps=3)
+    assert "no whole grad_accum fits (8 / 16 = 0.5)" in str(err.value)
+    with pytest.raises(ValueError, match=r"expected no whole number \(m / pipeline_stages = 1.5\)"):
+        plan_batch(1, 4, 1, num_microbatches=6, grad_accum_steps=5)

@@ -72,3 +72,8 @@ def test_device_text_output_reads_memory_in_gib(capsys):
     assert main(["device", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("device     cpu") and " GiB, peak " in out and "free " in out
+
+
+def test_seq_len_defaults_to_the_models_context(capsys):
+    out = run_json(["plan", "--model", "tiny", "--global-batch", "8", "--micro-batch", "2", "--json"], capsys)
+    assert out["seq_len"] == 64 and out["tokens_per_step"] == 512

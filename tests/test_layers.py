@@ -1,5 +1,5 @@
-"""The math layer answers without torch: the CLI's `plan` and the widgets' arithmetic stay instant,
-and presentation never leaks into math."""
+"""The math layer answers without torch, and so does the CLI (a presentation module whose `plan`
+must answer instantly): neither may import torch, matplotlib or ipywidgets."""
 import subprocess
 import sys
 

@@ -50,8 +50,11 @@ def test_every_exercise_accepts_its_answer_and_rejects_another(exercise_id, caps
 
 
 def test_exercise_answers_are_the_books_numbers():
-    assert [expected(k) for k in ("4.1-1", "4.1-2", "4.1-4")] == [8, 2, 16]
+    # Pinned by hand, so a swapped or mistyped formula behind an exercise cannot pass unnoticed.
+    assert [expected(k) for k in ("4.1-1", "4.1-2", "4.1-4", "4.2-5")] == [8, 2, 16, 16384]
     assert expected("4.1-3") == pytest.approx(7 / 15) and expected("4.1-5") == pytest.approx(0.5)
+    assert expected("4.2-1") == pytest.approx(0.024) and expected("4.2-2") == pytest.approx(0.012)
+    assert expected("4.2-3") == pytest.approx(5.0) and expected("4.2-4") == pytest.approx(9.0)
 
 
 @pytest.mark.parametrize("answer, says", [(None, "还没有作答"), ("8", "请填一个数字"), (True, "请填一个数字")])

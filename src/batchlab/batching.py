@@ -58,6 +58,15 @@ class BatchPlan:
         """1F1B needs at least one micro-batch per stage (m ≥ p)."""
         return self.num_microbatches >= self.pipeline_stages
 
+    def updates_per_epoch(self, dataset_size: int) -> int:
+        """Optimizer steps in one pass over ``dataset_size`` samples (the incomplete last batch dropped):
+        one update per global batch, however it is split into micro-batches."""
+        return _check_positive("dataset_size", dataset_size) // self.global_batch
+
+    def tokens_per_step(self, seq_len: int) -> int:
+        """Tokens consumed by one optimizer step."""
+        return self.global_batch * _check_positive("seq_len", seq_len)
+
     def megatron_formula(self) -> str:
         return (
             f"{self.global_batch} = {self.micro_batch_size} (micro) × {self.data_parallel} (DP) "
@@ -139,21 +148,25 @@ def plan_batch(
             elif grad_accum_steps == m:
                 matched = "megatron"
             else:
+                seed_div = micro * stages * dp
+                seed_rule = (f"grad_accum = {global_batch // seed_div}" if global_batch % seed_div == 0 else
+                             f"no whole grad_accum fits ({global_batch} / {seed_div} = {global_batch / seed_div:g})")
                 raise ValueError(
                     f"grad_accum_steps {grad_accum_steps} fits neither convention for global batch "
                     f"{global_batch}: the seed's rule needs micro × stages × DP × grad_accum = global, "
-                    f"i.e. grad_accum = {global_batch / (micro * stages * dp):g}; Megatron/DeepSpeed need "
-                    f"grad_accum = num_microbatches = {m}"
+                    f"i.e. {seed_rule}; Megatron/DeepSpeed need grad_accum = num_microbatches = {m}"
                 )
     elif num_microbatches is not None:
         m = num_microbatches
         if grad_accum_steps is not None and grad_accum_steps * stages != m and grad_accum_steps != m:
+            seed_rule = f"{m // stages}" if m % stages == 0 else f"no whole number (m / pipeline_stages = {m / stages:g})"
             raise ValueError(
                 f"grad_accum_steps {grad_accum_steps} contradicts num_microbatches {m}: expected "
-                f"{m / stages:g} (seed: m / pipeline_stages) or {m} (Megatron/DeepSpeed: m)"
+                f"{seed_rule} (seed: m / pipeline_stages) or {m} (Megatron/DeepSpeed: m)"
             )
         if grad_accum_steps is not None:
-            matched = "megatron" if grad_accum_steps == m else "seed"
+            # With one stage both conventions coincide; call it "seed", as the global-batch branch does.
+            matched = "seed" if grad_accum_steps * stages == m else "megatron"
     elif grad_accum_steps is not None:
         m = grad_accum_steps * stages if convention == "seed" else grad_accum_steps
         matched = convention

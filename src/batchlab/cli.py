@@ -24,11 +24,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def plan_report(model: str, seq_len: int, global_batch: int, micro_batch_size: int,
+def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_size: int,
                 pipeline_stages: int = 1, data_parallel: int = 1,
                 grad_accum_steps: int | None = None) -> dict:
     """Everything ``plan`` prints, as a JSON-able dict. Raises ValueError on invalid input."""
     config = get_config(model)
+    seq_len = config.n_positions if seq_len is None else seq_len
     if seq_len < 1 or seq_len > config.n_positions:
         raise ValueError(f"seq_len {seq_len} must lie between 1 and {model}'s n_positions = {config.n_positions}")
     if pipeline_stages > config.n_layer:
@@ -41,7 +42,7 @@ def plan_report(model: str, seq_len: int, global_batch: int, micro_batch_size: i
         "model": model,
         "params": count_params(config),
         "seq_len": seq_len,
-        "tokens_per_step": plan.global_batch * seq_len,
+        "tokens_per_step": plan.tokens_per_step(seq_len),
         **plan.to_dict(),
     }
 
@@ -74,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     plan = sub.add_parser("plan", help="validate a batch configuration and derive micro-batches and bubble")
     plan.add_argument("--model", default="gpt2-xl", choices=list(PRESETS), help="model preset (default gpt2-xl)")
-    plan.add_argument("--seq-len", type=int, default=1024, help="tokens per sequence (default 1024)")
+    plan.add_argument("--seq-len", type=int, default=None,
+                      help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
     plan.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
     plan.add_argument("--micro-batch", type=int, required=True, help="sequences per micro-batch")
     plan.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .batching import plan_batch
-from .scaling import samples_over_min, scale_lr, steps_over_min
+from .scaling import expected_sq_error, samples_over_min, scale_lr, steps_over_min
 from .schedules import bubble_fraction
 
 __all__ = ["Exercise", "EXERCISES", "check", "is_correct", "expected"]
@@ -54,7 +54,8 @@ EXERCISES: dict[str, Exercise] = {
     "4.1-5": Exercise(
         "从总体中无放回抽样、且 B 远小于 N 时，批大小从 16 增加到 64，梯度估计误差的标准差缩小为原来的几分之一？"
         "（填小数，如 0.5）",
-        lambda: math.sqrt(16 / 64),
+        # B ≪ N: a population of 10¹² samples makes the finite-population factor vanish.
+        lambda: math.sqrt(expected_sq_error(1.0, 64, 10**12) / expected_sq_error(1.0, 16, 10**12)),
         "误差的方差约为 tr(Σ)/B，标准差按 1/√B 变化。",
     ),
     "4.2-1": Exercise(
@@ -80,7 +81,7 @@ EXERCISES: dict[str, Exercise] = {
     "4.2-5": Exercise(
         "数据集有 1,048,576 条序列。单卡 Batch = 2 时每个 epoch 更新多少次？换成 4.5 节案例的流水线配置"
         "（Global 64，Micro 2，PP 4，DP 2）后每个 epoch 更新多少次？填后者。",
-        lambda: 1_048_576 // plan_batch(2, 4, 2, global_batch=64).global_batch,
+        lambda: plan_batch(2, 4, 2, global_batch=64).updates_per_epoch(1_048_576),
         "每次参数更新消耗一个 Global Batch；微批次切分不改变更新次数。",
     ),
 }

@@ -13,6 +13,8 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 from torch.nn import functional as F
 
+from .scaling import expected_sq_error  # the formula is pure math; re-exported here
+
 __all__ = ["next_token_loss", "per_sample_grads", "gradient_trace_cov", "expected_sq_error", "minibatch_error"]
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -35,7 +37,9 @@ def per_sample_grads(
     Uses ``torch.func.vmap(grad(...))``; ``chunk_size`` bounds peak memory. Their mean over the
     N samples equals the ordinary gradient of the mean loss.
     """
-    params = {k: v.detach() for k, v in model.named_parameters()}
+    # Trainable parameters only (frozen ones keep their module values through functional_call), in the
+    # same order as `[p for p in model.parameters() if p.requires_grad]`, which the two-batch route uses.
+    params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
 
     def sample_loss(p: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -52,15 +56,6 @@ def gradient_trace_cov(per_sample: torch.Tensor) -> float:
     return float(centred.pow(2).sum(dim=1).mean())
 
 
-def expected_sq_error(trace_cov: float, batch_size: int, num_samples: int) -> float:
-    """E‖G_B − G‖² for B drawn without replacement from N: tr(Σ)/B · (N − B)/(N − 1)."""
-    if not 1 <= batch_size <= num_samples:
-        raise ValueError(f"batch size {batch_size} must lie between 1 and the sample count {num_samples}")
-    if num_samples == 1:
-        return 0.0
-    return trace_cov / batch_size * (num_samples - batch_size) / (num_samples - 1)
-
-
 def minibatch_error(
     per_sample: torch.Tensor,
     batch_sizes: Sequence[int],
@@ -69,10 +64,16 @@ def minibatch_error(
 ) -> dict[str, list[float]]:
     """Draw ``num_draws`` mini-batches of each size (without replacement) and compare G_B with G.
 
-    Returns lists aligned with ``batch_sizes``: measured and theoretical squared error, relative
-    error ‖G_B − G‖/‖G‖ (root-mean-square over draws) and mean cosine(G_B, G).
+    Returns lists aligned with ``batch_sizes``: measured and theoretical squared error (with the
+    finite-population factor, and ``sq_error_iid`` = tr(Σ)/B without it, the infinite-data law),
+    relative error ‖G_B − G‖/‖G‖ (root-mean-square over draws) and mean cosine(G_B, G).
     """
     n = per_sample.shape[0]
+    if isinstance(num_draws, bool) or not isinstance(num_draws, int) or num_draws < 1:
+        raise ValueError(f"num_draws = {num_draws!r} must be a whole number ≥ 1")
+    for b in batch_sizes:
+        if isinstance(b, bool) or not isinstance(b, int):
+            raise ValueError(f"batch size {b!r} must be a whole number")
     # Every quantity below is a quadratic form in the sample weights, so one N×N Gram matrix
     # replaces N-by-num_params products per draw: G_B = w·g, ‖G_B‖² = w M wᵀ, G_B·G = w M 1/N.
     gram = per_sample.double() @ per_sample.double().T
@@ -80,8 +81,8 @@ def minibatch_error(
     full_sq = float(g_dot.mean())                 # ‖G‖²
     trace = float(gram.diagonal().mean()) - full_sq  # mean ‖g_i‖² − ‖G‖² = tr(Σ)
     gen = torch.Generator().manual_seed(seed)
-    out: dict[str, list[float]] = {k: [] for k in ("batch_sizes", "sq_error", "sq_error_theory", "rel_error",
-                                                   "rel_error_theory", "cosine")}
+    out: dict[str, list[float]] = {k: [] for k in ("batch_sizes", "sq_error", "sq_error_theory", "sq_error_iid",
+                                                   "rel_error", "rel_error_theory", "cosine")}
     for b in batch_sizes:
         theory = expected_sq_error(trace, b, n)  # validates b
         chosen = torch.rand(num_draws, n, generator=gen).argsort(dim=1)[:, :b]
@@ -93,6 +94,7 @@ def minibatch_error(
         out["batch_sizes"].append(int(b))
         out["sq_error"].append(float(sq.mean()))
         out["sq_error_theory"].append(theory)
+        out["sq_error_iid"].append(trace / b)
         out["rel_error"].append(float(sq.mean().sqrt()) / full_sq ** 0.5)
         out["rel_error_theory"].append((theory / full_sq) ** 0.5)
         out["cosine"].append(float(cos.mean()))

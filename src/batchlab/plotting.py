@@ -186,6 +186,8 @@ def plot_variance_curve(stats: dict, batch_size: int, ax: "Axes | None" = None) 
     b = [stats["batch_sizes"][j] for j in keep]
     ax.loglog(b, [stats["sq_error_theory"][j] for j in keep], "k--", lw=1.2,
               label="理论 tr(Σ)/B · (N-B)/(N-1)")
+    if "sq_error_iid" in stats:  # the plain 1/B law of infinite data, for comparison
+        ax.loglog(b, [stats["sq_error_iid"][j] for j in keep], ":", color="0.5", lw=1.2, label="1/B 直线 tr(Σ)/B")
     ax.loglog(b, [max(stats["sq_error"][j], 1e-300) for j in keep], "o", color=PALETTE[0], ms=5,
               label="实测 E‖G_B - G‖²")
     vline = ax.axvline(batch_size, color=PALETTE[3], lw=1.0, alpha=0.7)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-__all__ = ["lr_schedule", "scale_lr", "steps_over_min", "samples_over_min"]
+__all__ = ["lr_schedule", "scale_lr", "steps_over_min", "samples_over_min", "expected_sq_error"]
 
 
 def _whole(name: str, value: object, minimum: int) -> int:
@@ -103,3 +103,12 @@ def samples_over_min(batch_size: float, noise_scale: float) -> float:
     At B = B_noise (the critical batch) both costs are twice their minimum."""
     _noise_scale_args(batch_size, noise_scale)
     return 1.0 + batch_size / noise_scale
+
+
+def expected_sq_error(trace_cov: float, batch_size: int, num_samples: int) -> float:
+    """E‖G_B − G‖² for B drawn without replacement from N: tr(Σ)/B · (N − B)/(N − 1)."""
+    if not 1 <= batch_size <= num_samples:
+        raise ValueError(f"batch size {batch_size} must lie between 1 and the sample count {num_samples}")
+    if num_samples == 1:
+        return 0.0
+    return trace_cov / batch_size * (num_samples - batch_size) / (num_samples - 1)
