@@ -50,8 +50,8 @@ class BatchCalculator(widgets.VBox):
 
     def __init__(self, global_batch: int = 64, micro_batch_size: int = 2, pipeline_stages: int = 4,
                  data_parallel: int = 2, grad_accum_steps: int = 0) -> None:
-        style = {"description_width": "150px"}
-        layout = widgets.Layout(width="300px")
+        style = {"description_width": "190px"}
+        layout = widgets.Layout(width="340px")
 
         def box(value: int, label: str, minimum: int = 1) -> widgets.BoundedIntText:
             return widgets.BoundedIntText(value=value, min=minimum, max=1_000_000, description=label,
