@@ -7,9 +7,15 @@ cd "$(dirname "$0")/.."
 purpose=${1:-book}
 
 # --- system packages -------------------------------------------------------------------------
+have_cjk_font() {
+  # fontconfig may be absent on a minimal machine; matplotlib does not need it, so look for the files too.
+  local fonts
+  fonts=$(fc-list : family 2>/dev/null || true)
+  grep -q "Noto Sans CJK" <<<"$fonts" && return 0
+  [ -n "$(find /usr/share/fonts -iname 'NotoSansCJK*' -print -quit 2>/dev/null)" ]
+}
 missing=()
-fonts=$(fc-list : family 2>/dev/null || true)
-grep -q "Noto Sans CJK" <<<"$fonts" || missing+=(fonts-noto-cjk)
+have_cjk_font || missing+=(fonts-noto-cjk)
 [ "$purpose" = test ] && ! command -v chromium >/dev/null 2>&1 && missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
