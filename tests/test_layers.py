@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-MATH_MODULES = ["batchlab.presets", "batchlab.batching", "batchlab.schedules", "batchlab.scaling", "batchlab.cli"]
+MATH_MODULES = ["batchlab.checks", "batchlab.presets", "batchlab.batching", "batchlab.schedules", "batchlab.scaling", "batchlab.cli"]
 
 
 @pytest.mark.parametrize("module", MATH_MODULES)

@@ -13,6 +13,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 from torch.nn import functional as F
 
+from .checks import whole
 from .scaling import expected_sq_error  # the formula is pure math; re-exported here
 
 __all__ = ["next_token_loss", "per_sample_grads", "gradient_trace_cov", "expected_sq_error", "minibatch_error"]
@@ -56,6 +57,14 @@ def gradient_trace_cov(per_sample: torch.Tensor) -> float:
     return float(centred.pow(2).sum(dim=1).mean())
 
 
+def _check_draws(num_samples: int, batch_sizes: Sequence[int], num_draws: int) -> None:
+    """Shared by every function that draws mini-batches of ``batch_sizes`` from N samples."""
+    whole("num_draws", num_draws)
+    for b in batch_sizes:
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= num_samples:
+            raise ValueError(f"batch size {b!r} must be a whole number between 1 and the sample count {num_samples}")
+
+
 def minibatch_error(
     per_sample: torch.Tensor,
     batch_sizes: Sequence[int],
@@ -69,11 +78,7 @@ def minibatch_error(
     relative error ‖G_B − G‖/‖G‖ (root-mean-square over draws) and mean cosine(G_B, G).
     """
     n = per_sample.shape[0]
-    if isinstance(num_draws, bool) or not isinstance(num_draws, int) or num_draws < 1:
-        raise ValueError(f"num_draws = {num_draws!r} must be a whole number ≥ 1")
-    for b in batch_sizes:
-        if isinstance(b, bool) or not isinstance(b, int):
-            raise ValueError(f"batch size {b!r} must be a whole number")
+    _check_draws(n, batch_sizes, num_draws)
     # Every quantity below is a quadratic form in the sample weights, so one N×N Gram matrix
     # replaces N-by-num_params products per draw: G_B = w·g, ‖G_B‖² = w M wᵀ, G_B·G = w M 1/N.
     gram = per_sample.double() @ per_sample.double().T
@@ -149,9 +154,8 @@ def noise_scale_two_batch(
     = N, batches are taken as drawn without replacement from N samples and c_B = (N − B)/((N − 1)B)
     replaces 1/B, which keeps the estimates unbiased when B_big is not small against N.
     """
-    for name, value in (("b_small", b_small), ("b_big", b_big)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} = {value!r} must be a whole number ≥ 1")
+    whole("b_small", b_small)
+    whole("b_big", b_big)
     if b_small >= b_big:
         raise ValueError(f"b_small = {b_small} must be smaller than b_big = {b_big}")
     if num_samples is not None and not (isinstance(num_samples, int) and num_samples >= b_big):
@@ -203,8 +207,7 @@ def noise_scale_from_batches(
     """
     n = len(data)
     for name, value in (("b_small", b_small), ("b_big", b_big), ("num_pairs", num_pairs)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} = {value!r} must be a whole number ≥ 1")
+        whole(name, value)
     if b_big <= b_small or b_big % b_small:
         raise ValueError(f"b_big = {b_big} must be a multiple of b_small = {b_small} larger than it "
                          "(the big batch is made of whole replicas)")
@@ -256,12 +259,8 @@ def gradient_cloud(
     """
     if per_sample.dim() != 2 or per_sample.shape[0] < 2:
         raise ValueError(f"per_sample has shape {tuple(per_sample.shape)}: need [N, num_params] with N ≥ 2")
-    if isinstance(num_draws, bool) or not isinstance(num_draws, int) or num_draws < 1:
-        raise ValueError(f"num_draws = {num_draws!r} must be a whole number ≥ 1")
     n = per_sample.shape[0]
-    for b in batch_sizes:
-        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= n:
-            raise ValueError(f"batch size {b!r} must be a whole number between 1 and the sample count {n}")
+    _check_draws(n, batch_sizes, num_draws)
     # Everything below is an inner product of samples, so the N×N Gram matrix M = g gᵀ suffices.
     gram = per_sample.double() @ per_sample.double().T
     g_dot = gram.mean(dim=1)                        # m_i = g_i · G

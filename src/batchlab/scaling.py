@@ -7,20 +7,9 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from .checks import positive as _positive, whole as _whole
+
 __all__ = ["lr_schedule", "scale_lr", "steps_over_min", "samples_over_min", "expected_sq_error"]
-
-
-def _whole(name: str, value: object, minimum: int) -> int:
-    # bool is an int subclass; True as a step count is always a bug.
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} = {value!r} must be a whole number ≥ {minimum}")
-    return value
-
-
-def _positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-        raise ValueError(f"{name} = {value!r} must be a positive finite number")
-    return float(value)
 
 
 def lr_schedule(

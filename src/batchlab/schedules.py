@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .checks import whole
+
 __all__ = [
     "ScheduleName", "Op", "Timeline", "bubble_fraction", "bubble_overhead",
     "schedule_order", "simulate", "pipeline_timeline",
@@ -18,19 +20,13 @@ ScheduleName = Literal["gpipe", "1f1b"]
 SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b")
 
 
-def _positive(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} = {value!r} must be a whole number ≥ 1")
-    return value
-
-
 def bubble_fraction(pipeline_stages: int, num_microbatches: int) -> float:
     """Idle share of a pipeline step, (p − 1)/(m + p − 1), as in GPipe and the seed text.
 
     With uniform stage costs, each of the p stages is busy for m slots out of m + p − 1.
     """
-    p = _positive("pipeline_stages", pipeline_stages)
-    m = _positive("num_microbatches", num_microbatches)
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
     return (p - 1) / (m + p - 1)
 
 
@@ -39,8 +35,8 @@ def bubble_overhead(pipeline_stages: int, num_microbatches: int) -> float:
 
     Same bubble, other denominator: bubble_fraction = overhead / (1 + overhead).
     """
-    p = _positive("pipeline_stages", pipeline_stages)
-    m = _positive("num_microbatches", num_microbatches)
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
     return (p - 1) / m
 
 
@@ -85,8 +81,8 @@ class Timeline:
 
 def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[list[tuple[str, int]]]:
     """Each stage's operations, in issue order, as ("F" | "B", microbatch) pairs."""
-    p = _positive("pipeline_stages", pipeline_stages)
-    m = _positive("num_microbatches", num_microbatches)
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
     if schedule == "gpipe":
         return [[("F", i) for i in range(m)] + [("B", i) for i in range(m)] for _ in range(p)]
     if schedule == "1f1b":

@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from .noise import LossFn, next_token_loss
-from .scaling import _positive, _whole, lr_schedule, scale_lr
+from .checks import positive as _positive, whole as _whole
+from .scaling import lr_schedule, scale_lr
 
 __all__ = ["lr_schedule", "scale_lr", "steps_to_target", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
 
