@@ -1,26 +1,27 @@
-"""Tests for batchlab.device: runs without any accelerator.
+"""Tests for batchlab.device and batchlab.device_memory: runs without any accelerator.
 
 The NPU path is exercised with a fake ``torch_npu`` module plus a fake ``torch.npu``
 namespace, so the selection, timing and memory logic run for real on CPU-only machines.
+The fakes patch only shared objects (``torch.npu``, ``torch.cuda``, ``sys.modules``,
+``importlib.util.find_spec``), never module internals, so both modules see them.
+Parsing ``npu-smi`` needs no fake: it is tested in ``tests/test_npu_smi.py``.
 """
 from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
 import json
-import os
-import stat
 import sys
 import time
 import types
-from pathlib import Path
 
 import pytest
 import torch
 
 from batchlab import device as dev
+from batchlab import device_memory as mem
 
-FIXTURES = Path(__file__).parent.parent / "fixtures"
+MiB = 2**20
 
 
 # ---------------------------------------------------------------------------
@@ -127,57 +128,6 @@ def fake_npu(monkeypatch: pytest.MonkeyPatch) -> _FakeNpu:
 
 
 # ---------------------------------------------------------------------------
-# npu-smi parsing
-# ---------------------------------------------------------------------------
-
-
-def test_parse_compact_8_cards() -> None:
-    cards = dev.parse_npu_smi((FIXTURES / "npu-smi-23.0-8cards.txt").read_text())
-    assert [c.npu_id for c in cards] == list(range(8))
-    assert [c.hbm_used_mb for c in cards] == [3161, 59356, 60112, 3407, 12288, 3161, 41920, 3298]
-    assert {c.hbm_total_mb for c in cards} == {65536}
-    assert [c.power_w for c in cards] == [93.6, 351.2, 348.9, 97.0, 102.5, 90.1, 288.7, 95.3]
-    assert [c.temp_c for c in cards] == [36, 52, 51, 38, 39, 35, 47, 37]
-    assert [c.aicore_percent for c in cards] == [0, 87, 91, 0, 3, 0, 64, 0]
-    assert [c.bus_id for c in cards] == [
-        "0000:C1:00.0", "0000:C2:00.0", "0000:81:00.0", "0000:82:00.0",
-        "0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0",
-    ]
-    assert [c.health for c in cards].count("Warning") == 1 and cards[3].health == "Warning"
-    assert {c.name for c in cards} == {"910B3"} and {c.chip for c in cards} == {0}
-    assert cards[1].hbm_fraction == pytest.approx(59356 / 65536)
-
-
-def test_parse_wide_2_cards_with_process_table() -> None:
-    cards = dev.parse_npu_smi((FIXTURES / "npu-smi-24.1-2cards.txt").read_text())
-    assert cards == [
-        dev.NpuCard(npu_id=0, chip=0, name="910B4", health="OK", power_w=312.8, temp_c=49.0,
-                    aicore_percent=76.0, hbm_used_mb=58620, hbm_total_mb=65536, bus_id="0000:9D:00.0"),
-        dev.NpuCard(npu_id=1, chip=0, name="910B4", health="OK", power_w=88.4, temp_c=34.0,
-                    aicore_percent=0.0, hbm_used_mb=2950, hbm_total_mb=65536, bus_id="0000:9F:00.0"),
-    ]
-    assert cards[1].hbm_fraction == pytest.approx(2950 / 65536)
-
-
-def test_parse_rejects_text_without_card_table() -> None:
-    with pytest.raises(ValueError, match="no npu-smi card table"):
-        dev.parse_npu_smi("command not found: npu-smi\n")
-
-
-def test_read_npu_smi(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
-    assert dev.read_npu_smi() is None  # not on PATH
-    if os.name == "nt":
-        pytest.skip("shell script stand-in needs a POSIX shell")
-    script = tmp_path / "npu-smi"
-    script.write_text(f"#!/bin/sh\ncat '{FIXTURES / 'npu-smi-24.1-2cards.txt'}'\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/bin{os.pathsep}/usr/bin")
-    cards = dev.read_npu_smi()
-    assert cards is not None and [c.hbm_used_mb for c in cards] == [58620, 2950]
-
-
-# ---------------------------------------------------------------------------
 # Selection
 # ---------------------------------------------------------------------------
 
@@ -277,32 +227,43 @@ def test_timed_region_npu_uses_events(fake_npu: _FakeNpu) -> None:
     assert fake_npu.current == 0  # the previous card is current again
 
 
-def test_memory_info_cpu() -> None:
-    info = dev.memory_info("cpu")
-    assert 0 < info.allocated <= info.total
-    assert info.allocated <= info.peak
-    assert 0 <= info.free <= info.total
-    assert "psutil" in info.source
+def test_memory_info_cpu_tracks_process_rss() -> None:
+    before = mem.memory_info("cpu")
+    assert before.measures == "process_rss" and "psutil" in before.source
+    block = torch.ones(64 * MiB, dtype=torch.float32)  # 256 MiB, every page written: resident
+    during = mem.memory_info("cpu")
+    assert during.allocated - before.allocated >= 200 * MiB
+    assert during.peak >= during.allocated
+    assert 0 <= during.free <= during.total
+    del block  # a block this large goes back to the OS at once (mmap'ed, not cached)
+    after = mem.memory_info("cpu")
+    assert after.allocated <= during.allocated - 200 * MiB  # 'allocated' is current RSS ...
+    # ... while 'peak' remembers the spike (compared with slack: the kernel's VmHWM can sit
+    # some KiB below an RSS that was read earlier, its counters are approximate).
+    assert after.peak - before.allocated >= 200 * MiB
 
 
-def test_reset_peak_memory_cpu() -> None:
-    block = bytearray(b"\x01") * (128 * 2**20)  # written, so the pages are resident
-    assert dev.memory_info("cpu").peak >= 128 * 2**20
+def test_reset_peak_memory_cpu_drops_the_spike() -> None:
+    block = bytearray(b"\x01") * (128 * MiB)  # written, so the pages are resident
+    assert mem.memory_info("cpu").peak >= 128 * MiB
     del block
-    if not dev.reset_peak_memory("cpu"):
-        pytest.skip("peak RSS cannot be reset on this platform")
-    after = dev.memory_info("cpu")
-    assert after.peak < after.allocated + 64 * 2**20  # the 128 MiB spike is gone from the peak
+    if not mem.reset_peak_memory("cpu"):
+        pytest.skip("peak RSS cannot be reset here: /proc/self/clear_refs is missing or not writable")
+    after = mem.memory_info("cpu")
+    assert after.peak < after.allocated + 64 * MiB  # the 128 MiB spike is gone from the peak
 
 
 def test_memory_and_names_on_fake_npu(fake_npu: _FakeNpu) -> None:
-    npu0 = torch.device("npu", 0)
-    info = dev.memory_info(npu0)
-    assert info == dev.MemoryInfo(allocated=1000, peak=5000, free=61 * 2**30, total=64 * 2**30, source="torch.npu")
-    assert dev.device_name(npu0) == "Ascend910B3"
+    info = mem.memory_info(torch.device("npu", 3))
+    # The fake's exact numbers pass through, read for card 3 (memory_allocated is 1000 + index).
+    assert info == mem.MemoryInfo(allocated=1003, peak=5000, free=61 * 2**30, total=64 * 2**30,
+                                  measures="allocator", source="torch.npu")
+    fake_npu.current = 5
+    assert mem.memory_info("npu").allocated == 1005  # index-less: the current card
+    assert dev.device_name(torch.device("npu", 0)) == "Ascend910B3"
     dev.synchronize(torch.device("npu", 1))
     assert fake_npu.synced == [1]
-    assert dev.reset_peak_memory("npu:4") is True
+    assert mem.reset_peak_memory("npu:4") is True
     assert fake_npu.peak_resets == [4]
 
 
@@ -312,7 +273,8 @@ def test_describe_cpu_is_json_able(no_npu: None) -> None:
     assert summary["torch"] == torch.__version__
     assert summary["torch_npu"] is None
     assert isinstance(summary["name"], str) and summary["name"]
-    assert set(summary["memory"]) == {"allocated", "peak", "free", "total", "source"}
+    assert set(summary["memory"]) == {"allocated", "peak", "free", "total", "measures", "source"}
+    assert summary["memory"]["measures"] == "process_rss"
     assert json.loads(json.dumps(summary)) == summary
 
 
@@ -322,3 +284,4 @@ def test_describe_default_follows_selection(fake_npu: _FakeNpu) -> None:
     assert summary["torch_npu"] == "2.1.0.post99"
     assert summary["name"] == "Ascend910B3"
     assert summary["memory"]["total"] == 64 * 2**30
+    assert summary["memory"]["measures"] == "allocator"
