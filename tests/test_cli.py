@@ -4,11 +4,13 @@ import sys
 
 import pytest
 
+from batchlab.case import CASE_STUDY
 from batchlab.cli import main
 from batchlab.model import PUBLISHED_PARAMS
 
-CASE = ["plan", "--model", "gpt2-xl", "--seq-len", "1024", "--global-batch", "64", "--pipeline-stages", "4",
-        "--data-parallel", "2", "--json"]
+CASE = ["plan", "--model", CASE_STUDY.model, "--seq-len", str(CASE_STUDY.seq_len),
+        "--global-batch", str(CASE_STUDY.global_batch), "--pipeline-stages", str(CASE_STUDY.pipeline_stages),
+        "--data-parallel", str(CASE_STUDY.data_parallel), "--json"]
 
 
 def run_json(args, capsys):
@@ -16,12 +18,13 @@ def run_json(args, capsys):
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("micro, m, bubble", [(2, 16, 0.158), (4, 8, 0.273)])
+@pytest.mark.parametrize("micro, m, bubble", [(2, 16, 3 / 19), (4, 8, 3 / 11)])
 def test_case_study_numbers(micro, m, bubble, capsys):
     out = run_json(CASE + ["--micro-batch", str(micro)], capsys)
     assert out["num_microbatches"] == m and isinstance(out["num_microbatches"], int)
-    assert out["bubble_fraction"] == pytest.approx(bubble, abs=5e-4)
+    assert out["bubble_fraction"] == bubble  # exact: JSON keeps every digit of a float
     assert out["params"] == 1_557_611_200 and out["tokens_per_step"] == 65536
+    assert out["layers_per_stage"] == [12, 12, 12, 12]
 
 
 @pytest.mark.parametrize("model", list(PUBLISHED_PARAMS))
@@ -32,15 +35,17 @@ def test_params_exact_for_every_gpt2(model, capsys):
 
 def test_grad_accum_is_checked(capsys):
     out = run_json(CASE + ["--micro-batch", "2", "--grad-accum", "4"], capsys)
-    assert out["convention"] == "seed"
+    assert out["grad_accum_reading"] == "pipeline_fills" and out["pipeline_fills"] == 4
+    out = run_json(CASE + ["--micro-batch", "2", "--grad-accum", "16"], capsys)
+    assert out["grad_accum_reading"] == "num_microbatches"
     assert main(CASE + ["--micro-batch", "2", "--grad-accum", "5"]) == 2
-    assert "grad_accum_steps 5 fits neither convention" in capsys.readouterr().err
+    assert "梯度累积步数 = 5 两种读法都不成立" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, reason", [
-    (["--global-batch", "63"], "global batch 63 is not divisible by micro_batch_size × data_parallel = 2 × 2 = 4"),
-    (["--global-batch", "64", "--pipeline-stages", "64"], "pipeline_stages 64 exceeds gpt2-xl's 48 layers"),
-    (["--global-batch", "64", "--seq-len", "2048"], "seq_len 2048 must lie between 1 and gpt2-xl's n_positions = 1024"),
+    (["--global-batch", "63"], "global_batch = 63 不能被 micro_batch_size × data_parallel = 2 × 2 = 4 整除"),
+    (["--global-batch", "64", "--pipeline-stages", "64"], "pipeline_stages = 64 超过了 gpt2-xl 的层数 n_layer = 48"),
+    (["--global-batch", "64", "--seq-len", "2048"], "seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"),
     (["--global-batch", "abc"], "invalid int value: 'abc'"),
 ])
 def test_invalid_input_exits_2_with_one_line(args, reason):
@@ -71,7 +76,7 @@ def test_device_command_reports_cpu(capsys):
 def test_device_text_output_reads_memory_in_gib(capsys):
     assert main(["device", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("device     cpu") and " GiB, peak " in out and "free " in out
+    assert out.startswith("device     cpu") and "allocated (process_rss) " in out and " GiB, peak " in out and "free " in out
 
 
 def test_seq_len_defaults_to_the_models_context(capsys):

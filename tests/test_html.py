@@ -70,12 +70,19 @@ def _notebook_model_ids(docname: str) -> list[str]:
 class Built:
     def __init__(self, html: Path, log: str | None, rc: int | None, seconds: float | None):
         self.html, self.log, self.rc, self.seconds = html.resolve(), log, rc, seconds
+        self._soups: dict[Path, BeautifulSoup] = {}
 
     def page(self, docname: str) -> Path:
         return self.html / f"{docname}.html"
 
     def soup(self, docname: str) -> BeautifulSoup:
-        return BeautifulSoup(self.page(docname).read_text(encoding="utf-8"), "html.parser")
+        return self.parse(self.page(docname))
+
+    def parse(self, page: Path) -> BeautifulSoup:
+        """The page's parsed HTML, parsed once for all tests (they only read it)."""
+        if page not in self._soups:
+            self._soups[page] = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        return self._soups[page]
 
     def pages(self) -> list[Path]:
         """Book pages (not the theme's template snippets under _static/)."""
@@ -181,7 +188,7 @@ def test_no_external_loads(built):
     """Nothing a page loads comes from the network (anchor links are fine)."""
     offenders = []
     for page in built.pages():
-        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        soup = built.parse(page)
         for tag, attr in (("script", "src"), ("link", "href"), ("img", "src"),
                           ("iframe", "src"), ("source", "src"), ("video", "src"),
                           ("audio", "src"), ("embed", "src"), ("object", "data")):
@@ -205,7 +212,7 @@ def test_local_assets_resolve(built):
     """Every script/stylesheet/image a page references exists in the output."""
     broken = []
     for page in built.pages():
-        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        soup = built.parse(page)
         refs = [s.get("src") for s in soup.find_all("script", src=True)]
         refs += [l.get("href") for l in soup.find_all("link", href=True)
                  if set(l.get("rel") or []) & {"stylesheet", "preload", "icon"}]
@@ -221,7 +228,7 @@ def test_no_page_loads_a_script_twice(built):
     """Guards against JB1 auto-injecting vendored JS (a root `_static/` folder)."""
     dupes = []
     for page in built.pages():
-        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        soup = built.parse(page)
         srcs = [s["src"].split("?")[0] for s in soup.find_all("script", src=True)]
         seen = {s for s in srcs if srcs.count(s) > 1}
         if seen:
@@ -246,13 +253,10 @@ def test_vendored_files_in_output(built):
         assert out.is_file(), f"vendored file not copied to the output: {name}"
         assert hashlib.sha256(out.read_bytes()).hexdigest() == digest, f"{out} differs from the manifest"
     # math pages load the vendored MathJax, not the CDN default
-    math_pages = [p for p in built.pages()
-                  if BeautifulSoup(p.read_text(encoding="utf-8"), "html.parser")
-                  .find(class_="math") is not None]
+    math_pages = [p for p in built.pages() if built.parse(p).find(class_="math") is not None]
     assert math_pages, "no page contains math"
     for p in math_pages:
-        srcs = [s["src"].split("?")[0] for s in
-                BeautifulSoup(p.read_text(encoding="utf-8"), "html.parser").find_all("script", src=True)]
+        srcs = [s["src"].split("?")[0] for s in built.parse(p).find_all("script", src=True)]
         assert any(s.endswith(MATHJAX_JS) for s in srcs), f"{p.name} does not load {MATHJAX_JS}: {srcs}"
 
 

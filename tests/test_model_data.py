@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from batchlab.data import make_corpus, markov_source
-from batchlab.model import PRESETS, PUBLISHED_PARAMS, GPTConfig, TinyGPT, count_params, get_config
+from batchlab.model import PRESETS, PUBLISHED_PARAMS, GPTConfig, GPT, count_params, get_config
 
 
 @pytest.mark.parametrize("name", list(PUBLISHED_PARAMS))
@@ -10,17 +10,17 @@ def test_gpt2_presets_have_published_parameter_counts(name):
     config = get_config(name)
     assert count_params(config) == PUBLISHED_PARAMS[name]
     with torch.device("meta"):  # builds the real module without allocating 6 GB
-        model = TinyGPT(config, seed=None)
+        model = GPT(config, seed=None)
     assert model.num_params() == PUBLISHED_PARAMS[name]
 
 
 def test_tiny_model_count_and_shapes():
     config = get_config("tiny")
-    model = TinyGPT(config)
+    model = GPT(config)
     assert model.num_params() == count_params(config) == 108_288
     x = torch.zeros(3, 10, dtype=torch.long)
     assert model(x).shape == (3, 10, config.vocab_size)
-    with pytest.raises(ValueError, match="exceeds n_positions = 64"):
+    with pytest.raises(ValueError, match="seq_len = 65 超过了 n_positions = 64"):
         model(torch.zeros(1, 65, dtype=torch.long))
 
 
@@ -28,27 +28,29 @@ def test_model_init_is_seeded_and_does_not_touch_global_rng():
     torch.manual_seed(123)
     before = torch.rand(1)
     torch.manual_seed(123)
-    a = TinyGPT(get_config("tiny"), seed=7)
+    a = GPT(get_config("tiny"), seed=7)
     assert torch.equal(torch.rand(1), before)
-    b = TinyGPT(get_config("tiny"), seed=7)
+    b = GPT(get_config("tiny"), seed=7)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
-    c = TinyGPT(get_config("tiny"), seed=8)
+    c = GPT(get_config("tiny"), seed=8)
     assert not torch.equal(a.wte.weight, c.wte.weight)
 
 
 def test_config_validation():
-    with pytest.raises(ValueError, match="d_model 66 is not divisible by n_head 4"):
+    with pytest.raises(ValueError, match="d_model = 66 不能被 n_head = 4 整除"):
         GPTConfig(n_layer=1, n_head=4, d_model=66, vocab_size=8, n_positions=8)
+    with pytest.raises(ValueError, match="n_layer = True：必须是 ≥ 1 的整数"):
+        GPTConfig(n_layer=True, n_head=1, d_model=8, vocab_size=8, n_positions=8)
     with pytest.raises(ValueError, match="n_layer = 0"):
         GPTConfig(n_layer=0, n_head=1, d_model=8, vocab_size=8, n_positions=8)
-    with pytest.raises(ValueError, match="unknown model 'gpt3'"):
+    with pytest.raises(ValueError, match="model = 'gpt3'：未知模型"):
         get_config("gpt3")
     assert get_config("tiny", n_layer=4).n_layer == 4 and "tiny" in PRESETS
 
 
 def test_tiny_model_learns_the_markov_corpus():
     data = make_corpus(128, 32, seed=0)
-    model = TinyGPT(get_config("tiny"))
+    model = GPT(get_config("tiny"))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     first = model.loss(data.inputs, data.targets).item()
     for _ in range(40):
@@ -83,6 +85,6 @@ def test_markov_source_entropy_rate_and_stationarity():
         markov_source(32, branching=40)
 
 
-@pytest.mark.parametrize("name", ["tiny", "nano"])
+@pytest.mark.parametrize("name", ["tiny", "pico"])
 def test_small_presets_build_with_the_counted_parameters(name):
-    assert TinyGPT(get_config(name)).num_params() == count_params(get_config(name))
+    assert GPT(get_config(name)).num_params() == count_params(get_config(name))

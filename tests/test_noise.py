@@ -2,14 +2,15 @@ import pytest
 import torch
 
 from batchlab.data import make_corpus
-from batchlab.model import TinyGPT, get_config
-from batchlab.noise import expected_sq_error, gradient_trace_cov, minibatch_error, per_sample_grads
+from batchlab.model import GPT, get_config
+from batchlab.sampling import expected_sq_error
+from batchlab.noise import gradient_trace_cov, minibatch_error, per_sample_grads
 
 
 @pytest.fixture(scope="module")
 def grads():
     data = make_corpus(64, 16, seed=1)
-    model = TinyGPT(get_config("tiny"))
+    model = GPT(get_config("tiny"))
     return model, data, per_sample_grads(model, data.inputs, data.targets, chunk_size=32)
 
 
@@ -37,14 +38,6 @@ def test_measured_error_follows_tr_sigma_over_b(grads):
     assert stats["cosine"] == sorted(stats["cosine"]) and stats["cosine"][-1] == pytest.approx(1.0)
 
 
-def test_expected_sq_error_formula():
-    assert expected_sq_error(10.0, 1, 11) == pytest.approx(10.0)
-    assert expected_sq_error(10.0, 5, 11) == pytest.approx(10.0 / 5 * 6 / 10)
-    assert expected_sq_error(3.0, 4, 4) == 0.0
-    with pytest.raises(ValueError, match="batch size 5 must lie between 1 and the sample count 4"):
-        expected_sq_error(1.0, 5, 4)
-
-
 def test_trace_cov_of_known_points():
     ps = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 2.0], [0.0, -2.0]])
     assert gradient_trace_cov(ps) == pytest.approx((1 + 1 + 4 + 4) / 4)
@@ -58,7 +51,7 @@ def test_minibatch_error_reports_the_infinite_data_law_and_rejects_bad_input():
     assert stats["sq_error_theory"][1] == pytest.approx(trace / 4 * 28 / 31)
     with pytest.raises(ValueError, match="num_draws = 0"):
         minibatch_error(ps, [1], num_draws=0)
-    with pytest.raises(ValueError, match="batch size 2.5 must be a whole number"):
+    with pytest.raises(ValueError, match="batch_size = 2.5：必须是 ≥ 1 的整数"):
         minibatch_error(ps, [2.5])
 
 

@@ -8,12 +8,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from batchlab import plotting  # noqa: E402
+from batchlab.ui import noise as noise_ui, style  # noqa: E402
 from batchlab.data import make_corpus  # noqa: E402
-from batchlab.model import TinyGPT, get_config  # noqa: E402
+from batchlab.model import GPT, get_config  # noqa: E402
 from batchlab.noise import gradient_cloud, minibatch_error, per_sample_grads  # noqa: E402
-from batchlab.train import scale_lr  # noqa: E402
-from batchlab.widgets import NoiseExplorer  # noqa: E402
+from batchlab.scaling import scale_lr  # noqa: E402
+from batchlab.ui.noise import NoiseExplorer  # noqa: E402
 
 SIZES = [1, 2, 4, 8, 16, 32, 64]
 
@@ -22,14 +22,14 @@ SIZES = [1, 2, 4, 8, 16, 32, 64]
 def book_style():
     # The book's fonts (as every chapter sets them), undone after this module.
     with matplotlib.rc_context():
-        plotting.setup()
+        style.setup()
         yield
 
 
 @pytest.fixture(scope="module")
 def tiny_grads():
     data = make_corpus(64, 16, seed=1)
-    return per_sample_grads(TinyGPT(get_config("tiny")), data.inputs, data.targets, chunk_size=32)
+    return per_sample_grads(GPT(get_config("tiny")), data.inputs, data.targets, chunk_size=32)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_cloud_coordinates_are_the_projection_onto_e1_and_e2():
 
 
 def test_cloud_rejects_bad_input(tiny_grads):
-    with pytest.raises(ValueError, match="batch size 65 must be a whole number between 1 and the sample count 64"):
+    with pytest.raises(ValueError, match="batch_size = 65：不能超过样本总数 num_samples = 64"):
         gradient_cloud(tiny_grads, [1, 65])
     with pytest.raises(ValueError, match="‖G‖ = 0"):
         gradient_cloud(torch.tensor([[1.0, 0.0], [-1.0, 0.0]]), [1])
@@ -116,7 +116,7 @@ def test_explorer_moves_points_without_leaking_figures(precomputed):
     assert len(images) == len(SIZES)  # every B shows a different picture
     assert (len(cloud_ax.get_children()), len(curve_ax.get_children())) == artists  # moved, not redrawn
     # Blitting marks artists as animated only while it draws the background: savefig still shows them.
-    assert not any(a.get_animated() for ax in explorer._axes for a in plotting.updated_artists(ax))
+    assert not any(a.get_animated() for ax in explorer._axes for a in noise_ui.updated_artists(ax))
     assert plt.get_fignums() == open_before
 
 
@@ -125,7 +125,7 @@ def test_explorer_rejects_mismatched_inputs(precomputed):
     short = dict(stats, batch_sizes=stats["batch_sizes"][:3])
     with pytest.raises(ValueError, match="batch sizes \\[8, 16, 32, 64\\] of the cloud have no entry in stats"):
         NoiseExplorer(cloud, short)
-    with pytest.raises(ValueError, match="lr_rule = 'cubic' must be one of linear, sqrt, none"):
+    with pytest.raises(ValueError, match="lr_rule = 'cubic'：只能取 'linear', 'sqrt', 'none' 之一"):
         NoiseExplorer(cloud, stats, lr_rule="cubic")
 
 
@@ -133,9 +133,9 @@ def test_plots_keep_fixed_limits_and_draw_all_glyphs(precomputed):
     cloud, stats = precomputed
     limits = []
     for b in (1, 64):
-        fig = plotting.plot_gradient_cloud(cloud, b)
+        fig = noise_ui.plot_gradient_cloud(cloud, b)
         limits.append((fig.axes[0].get_xlim(), fig.axes[0].get_ylim()))
-        fig2 = plotting.plot_variance_curve(stats, b)
+        fig2 = noise_ui.plot_variance_curve(stats, b)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # "Glyph … missing from font" is a UserWarning
             fig.canvas.draw()
@@ -144,4 +144,4 @@ def test_plots_keep_fixed_limits_and_draw_all_glyphs(precomputed):
         plt.close(fig2)
     assert limits[0] == limits[1]  # the axes stay put, so the reader sees the cloud shrink
     with pytest.raises(ValueError, match="batch size 3 is not among the cloud's batch sizes"):
-        plotting.plot_gradient_cloud(cloud, 3)
+        noise_ui.plot_gradient_cloud(cloud, 3)

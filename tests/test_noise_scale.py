@@ -14,7 +14,7 @@ from hypothesis import given, strategies as st
 from torch import nn
 
 from batchlab.data import make_corpus
-from batchlab.model import TinyGPT, get_config
+from batchlab.model import GPT, get_config
 from batchlab.noise import (gradient_trace_cov, noise_scale_from_batches, noise_scale_simple,
                             noise_scale_two_batch, per_sample_grads)
 
@@ -104,14 +104,14 @@ def test_two_batch_is_the_papers_formula_for_an_infinite_population():
 
 
 @pytest.mark.parametrize("args, message", [
-    ((4, 4), "b_small = 4 must be smaller than b_big = 4"),
-    ((0, 4), "b_small = 0 must be a whole number ≥ 1"),
-    ((2, 8, 6), "num_samples = 6 must be a whole number ≥ b_big = 8"),
+    ((4, 4), "b_small = 4：必须小于 b_big = 4"),
+    ((0, 4), "b_small = 0：必须是 ≥ 1 的整数"),
+    ((2, 8, 6), "batch_size = 8：不能超过样本总数 num_samples = 6"),
 ])
 def test_two_batch_rejects_bad_sizes(args, message):
     with pytest.raises(ValueError, match=message):
         noise_scale_two_batch(torch.ones(3), torch.ones(3), *args)
-    with pytest.raises(ValueError, match="must have the same shape"):
+    with pytest.raises(ValueError, match="形状必须相同"):
         noise_scale_two_batch(torch.ones(3), torch.ones(2), 2, 8)
 
 
@@ -162,7 +162,7 @@ def test_noise_scale_from_batches_rejects_bad_sizes(reg):
 
 def test_both_estimators_agree_on_the_tiny_gpt_at_initialisation():
     data = make_corpus(64, 16, seed=1)
-    model = TinyGPT(get_config("tiny"))
+    model = GPT(get_config("tiny"))
     exact = noise_scale_simple(per_sample_grads(model, data.inputs, data.targets, chunk_size=32))
     first = noise_scale_from_batches(model, data, b_small=8, b_big=32, num_pairs=8, seed=0)
     again = noise_scale_from_batches(model, data, b_small=8, b_big=32, num_pairs=8, seed=0)

@@ -1,13 +1,13 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.schedules import (bubble_fraction, bubble_overhead, pipeline_timeline, schedule_order,
-                                simulate)
+from batchlab.pipeline_schedules import (SCHEDULES, bubble_fraction, bubble_overhead, in_flight_microbatches,
+                                         pipeline_timeline, schedule_order, simulate)
 
 
-def test_seed_bubble_numbers():
-    assert bubble_fraction(4, 16) == pytest.approx(0.158, abs=5e-4)
-    assert bubble_fraction(4, 8) == pytest.approx(0.273, abs=5e-4)
+def test_lecture_bubble_numbers():
+    assert bubble_fraction(4, 16) == 3 / 19  # the lecture's "≈ 15.8%"
+    assert bubble_fraction(4, 8) == 3 / 11   # the lecture's "≈ 27.3%"
     assert bubble_fraction(1, 5) == 0.0
 
 
@@ -23,7 +23,7 @@ def test_simulated_bubble_matches_formula_with_uniform_costs(schedule, p, m, tf,
     t = pipeline_timeline(schedule, p, m, tf, tb)
     assert len(t.ops) == 2 * p * m
     assert t.makespan == pytest.approx((m + p - 1) * (tf + tb))
-    assert t.bubble_fraction == pytest.approx(bubble_fraction(p, m))
+    assert t.idle_fraction == pytest.approx(bubble_fraction(p, m))
 
 
 @given(p=st.integers(1, 8), m=st.integers(1, 24))
@@ -48,7 +48,24 @@ def test_bad_input():
         schedule_order("zb", 2, 2)
     with pytest.raises(ValueError, match="num_microbatches = 0"):
         bubble_fraction(4, 0)
-    with pytest.raises(ValueError, match="deadlocks"):
+    with pytest.raises(ValueError, match="调度死锁"):
         simulate([[("F", 0), ("B", 0)], [("B", 0), ("F", 0)]])
-    with pytest.raises(ValueError, match="op times must be positive"):
+    with pytest.raises(ValueError, match="forward_time = 0：必须是有限的正数"):
         pipeline_timeline("gpipe", 2, 2, forward_time=0)
+    with pytest.raises(ValueError, match="forward_time = 'a'：必须是有限的正数"):
+        simulate(schedule_order("gpipe", 2, 2), forward_time="a")
+    with pytest.raises(ValueError, match="schedule = 'zb'"):
+        in_flight_microbatches("zb", 2, 2)
+
+
+@given(p=st.integers(1, 12), m=st.integers(1, 40), schedule=st.sampled_from(sorted(SCHEDULES)))
+def test_in_flight_closed_form_matches_the_simulator(p, m, schedule):
+    closed = in_flight_microbatches(schedule, p, m)
+    assert closed == pipeline_timeline(schedule, p, m).peak_in_flight()
+    assert closed == ([m] * p if schedule == "gpipe" else [min(p - s, m) for s in range(p)])
+
+
+def test_in_flight_of_the_case_study():
+    # 4 stages, 16 micro-batches: GPipe keeps all 16 on every stage, 1F1B at most 4, 3, 2, 1.
+    assert in_flight_microbatches("gpipe", 4, 16) == [16, 16, 16, 16]
+    assert in_flight_microbatches("1f1b", 4, 16) == [4, 3, 2, 1]

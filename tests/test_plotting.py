@@ -5,22 +5,22 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from batchlab import plotting  # noqa: E402
-from batchlab.schedules import pipeline_timeline  # noqa: E402
+from batchlab.ui import convergence, noise as noise_ui, pipeline, style  # noqa: E402
+from batchlab.pipeline_schedules import pipeline_timeline  # noqa: E402
 
 
 def test_setup_finds_the_installed_cjk_font():
     # The project installs fonts-noto-cjk (.ci/run, binder/apt.txt): a missing font is a failure here.
-    assert plotting.setup() in plotting.CJK_FONTS
+    assert style.setup() in style.CJK_FONTS
     assert matplotlib.rcParams["axes.unicode_minus"] is False
 
 
 def test_chinese_figures_draw_without_missing_glyphs():
-    plotting.setup()
-    fig = plotting.plot_pipeline_timeline(pipeline_timeline("1f1b", 4, 8))
+    style.setup()
+    fig = pipeline.plot_pipeline_timeline(pipeline_timeline("1f1b", 4, 8))
     stats = {"batch_sizes": [1, 2, 4], "rel_error": [1.0, 0.7, 0.0], "rel_error_theory": [1.0, 0.7, 0.0],
              "cosine": [0.3, 0.5, 1.0]}
-    fig2 = plotting.plot_estimate_error(stats)
+    fig2 = noise_ui.plot_estimate_error(stats)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "Glyph … missing from font" is a UserWarning
         fig.canvas.draw()
@@ -34,13 +34,13 @@ def test_training_curves_plot_steps_and_samples():
 
     from batchlab.train import History
 
-    plotting.setup()
+    style.setup()
     runs = [History(eval_step=[0, 2, 4], eval_loss=[4.0, 3.0, 2.0], config={"batch_size": b}) for b in (8, 32)]
-    fig = plotting.plot_training_curves(runs, ["B=8", "B=32"], floor=1.5)
+    fig = convergence.plot_training_curves(runs, ["B=8", "B=32"], floor=1.5)
     left, right = fig.axes
     assert list(right.lines[1].get_xdata()) == [64, 128]  # samples = steps × B; step 0 left out
-    assert len(plotting.plot_training_curves(runs, ["a", "b"], by_samples=False).axes) == 1
+    assert len(convergence.plot_training_curves(runs, ["a", "b"], by_samples=False).axes) == 1
     assert [t.get_text() for t in left.get_legend().get_texts()] == ["B=8", "B=32"]
     with pytest.raises(ValueError, match="2 histories but 1 labels"):
-        plotting.plot_training_curves(runs, ["B=8"])
+        convergence.plot_training_curves(runs, ["B=8"])
     plt.close("all")

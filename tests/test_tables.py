@@ -1,6 +1,6 @@
 import pytest
 
-from batchlab.tables import display_width, text_table
+from batchlab.ui.tables import display_width, text_table
 
 
 def test_display_width_counts_cjk_double():

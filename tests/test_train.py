@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from batchlab.data import make_corpus
-from batchlab.model import TinyGPT, get_config
+from batchlab.model import GPT, get_config
 from batchlab.optim import Lamb
 from batchlab.train import History, evaluate, lr_schedule, scale_lr, sweep, train
 
@@ -29,22 +29,22 @@ def flat_params(model):
 def test_grad_accumulation_gives_the_same_parameters(data, optimizer, atol, steps):
     results = {}
     for k in (1, 2, 4):
-        model = TinyGPT(get_config("tiny"))
+        model = GPT(get_config("tiny"))
         hist = train(model, data, batch_size=16, steps=steps, optimizer=optimizer,
-                     lr=0.1 if optimizer == "sgd" else 3e-3, grad_accum_steps=k, seed=5)
+                     lr=0.1 if optimizer == "sgd" else 3e-3, num_microbatches=k, seed=5)
         results[k] = (flat_params(model), hist)
-    start = flat_params(TinyGPT(get_config("tiny")))
+    start = flat_params(GPT(get_config("tiny")))
     base, base_hist = results[1]
     assert not torch.allclose(base, start, atol=1e-4)  # the runs did move the weights
     for k in (2, 4):
         params, hist = results[k]
-        assert torch.allclose(params, base, atol=atol), f"grad_accum_steps={k}"
+        assert torch.allclose(params, base, atol=atol), f"num_microbatches={k}"
         # Same batches, whatever the accumulation: the losses agree step by step.
         assert hist.train_loss == pytest.approx(base_hist.train_loss, abs=1e-5)
 
 
 def test_history_records_each_step_and_evaluations(data):
-    model = TinyGPT(get_config("tiny"))
+    model = GPT(get_config("tiny"))
     held_out = make_corpus(16, 12, seed=3, sample_seed=99)
     hist = train(model, data, batch_size=8, steps=5, lr=3e-3, warmup_steps=2, decay="cosine",
                  eval_data=held_out, eval_every=2)
@@ -59,7 +59,7 @@ def test_history_records_each_step_and_evaluations(data):
 
 def test_same_seed_same_history_other_seed_other_batches(data):
     def run(seed):
-        model = TinyGPT(get_config("tiny"))
+        model = GPT(get_config("tiny"))
         return train(model, data, batch_size=8, steps=4, lr=3e-3, seed=seed), flat_params(model)
 
     (h1, p1), (h2, p2), (h3, _) = run(0), run(0), run(1)
@@ -71,7 +71,7 @@ def test_dropout_run_is_reproducible_and_leaves_global_rng_alone(data):
     state = torch.random.get_rng_state()
     losses = []
     for _ in range(2):
-        model = TinyGPT(get_config("tiny", dropout=0.1))
+        model = GPT(get_config("tiny", dropout=0.1))
         losses.append(train(model, data, batch_size=8, steps=2, lr=3e-3).train_loss)
     assert losses[0] == losses[1]
     assert torch.equal(torch.random.get_rng_state(), state)
@@ -80,44 +80,44 @@ def test_dropout_run_is_reproducible_and_leaves_global_rng_alone(data):
 def test_optimizer_factory_matches_the_named_one(data):
     runs = []
     for opt in ("sgd", lambda params, lr: torch.optim.SGD(params, lr=lr)):
-        model = TinyGPT(get_config("tiny"))
+        model = GPT(get_config("tiny"))
         train(model, data, batch_size=8, steps=2, optimizer=opt, lr=0.1)
         runs.append(flat_params(model))
     assert torch.equal(runs[0], runs[1])
 
 
 def test_sweep_starts_every_run_from_the_same_weights(data):
-    model = TinyGPT(get_config("tiny"))
+    model = GPT(get_config("tiny"))
     before = flat_params(model)
     hists = sweep([{"batch_size": 8}, {"batch_size": 16, "lr": 6e-3}], model=model, data=data, steps=2, lr=3e-3)
     assert torch.equal(flat_params(model), before)  # the template is copied, never trained
     assert [h.config["batch_size"] for h in hists] == [8, 16] and hists[1].config["lr"] == 6e-3
-    direct = train(TinyGPT(get_config("tiny")), data, batch_size=8, steps=2, lr=3e-3)
+    direct = train(GPT(get_config("tiny")), data, batch_size=8, steps=2, lr=3e-3)
     assert hists[0].train_loss == direct.train_loss
-    built = sweep([{"batch_size": 8}], model=lambda: TinyGPT(get_config("tiny")), data=data, steps=2, lr=3e-3)
+    built = sweep([{"batch_size": 8}], model=lambda: GPT(get_config("tiny")), data=data, steps=2, lr=3e-3)
     assert built[0].train_loss == direct.train_loss
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"batch_size": 30, "grad_accum_steps": 4}, "batch_size 30 is not divisible by grad_accum_steps 4"),
-    ({"batch_size": 100}, "batch_size = 100 exceeds the 48 sequences"),
-    ({"batch_size": 0}, "batch_size = 0 must be a whole number ≥ 1"),
-    ({"batch_size": 8, "steps": 0}, "steps = 0 must be a whole number ≥ 1"),
-    ({"batch_size": 8, "lr": -1.0}, "lr = -1.0 must be a positive finite number"),
-    ({"batch_size": 8, "optimizer": "rmsprop"}, "optimizer = 'rmsprop' must be one of sgd, adam, adamw, lamb"),
-    ({"batch_size": 8, "warmup_steps": 5}, "warmup_steps = 5 exceeds total_steps = 3"),
-    ({"batch_size": 8, "decay": "linear"}, "decay = 'linear' must be 'constant' or 'cosine'"),
+    ({"batch_size": 30, "num_microbatches": 4}, "batch_size = 30 不能被 num_microbatches = 4 整除"),
+    ({"batch_size": 100}, "batch_size = 100 超过了 len\\(data\\) = 48"),
+    ({"batch_size": 0}, "batch_size = 0：必须是 ≥ 1 的整数"),
+    ({"batch_size": 8, "steps": 0}, "steps = 0：必须是 ≥ 1 的整数"),
+    ({"batch_size": 8, "lr": -1.0}, "lr = -1.0：必须是有限的正数"),
+    ({"batch_size": 8, "optimizer": "rmsprop"}, "optimizer = 'rmsprop'：只能取 sgd, adam, adamw, lamb 之一"),
+    ({"batch_size": 8, "warmup_steps": 5}, "warmup_steps = 5 超过了 total_steps = 3"),
+    ({"batch_size": 8, "decay": "linear"}, "decay = 'linear'：只能取 'constant', 'cosine' 之一"),
 ])
 def test_bad_training_inputs_raise_with_a_message(data, kwargs, message):
     args = {"steps": 3, "lr": 1e-3, **kwargs}
     with pytest.raises(ValueError, match=message):
-        train(TinyGPT(get_config("tiny")), data, **args)
+        train(GPT(get_config("tiny")), data, **args)
 
 
 def test_sweep_needs_model_and_data(data):
-    with pytest.raises(ValueError, match="configs is empty"):
+    with pytest.raises(ValueError, match="configs 为空"):
         sweep([], data=data)
-    with pytest.raises(ValueError, match="run 0 has no 'model'"):
+    with pytest.raises(ValueError, match="第 0 次运行缺少 'model'"):
         sweep([{"batch_size": 8}], data=data, steps=1, lr=1e-3)
 
 
@@ -145,13 +145,13 @@ def test_cosine_falls_monotonically_and_ends_near_zero(base, warmup, decay_steps
 
 
 def test_schedule_rejects_bad_arguments():
-    with pytest.raises(ValueError, match="needs total_steps"):
+    with pytest.raises(ValueError, match="需要 total_steps"):
         lr_schedule(1, 1e-3, decay="cosine")
-    with pytest.raises(ValueError, match="step = 0 must be a whole number ≥ 1"):
+    with pytest.raises(ValueError, match="step = 0：必须是 ≥ 1 的整数"):
         lr_schedule(0, 1e-3)
-    with pytest.raises(ValueError, match="step = 11 exceeds total_steps = 10"):
+    with pytest.raises(ValueError, match="step = 11 超过了 total_steps = 10"):
         lr_schedule(11, 1e-3, total_steps=10)
-    with pytest.raises(ValueError, match="base_lr = 0 must be a positive finite number"):
+    with pytest.raises(ValueError, match="base_lr = 0：必须是有限的正数"):
         lr_schedule(1, 0)
 
 
@@ -159,9 +159,9 @@ def test_scaling_rules_on_known_numbers():
     assert scale_lr(0.1, 256, 8192, "linear") == pytest.approx(3.2)  # Goyal et al.: 0.1 per 256 images
     assert scale_lr(1e-3, 32, 128, "sqrt") == pytest.approx(2e-3)
     assert scale_lr(1e-3, 32, 128, "none") == 1e-3
-    with pytest.raises(ValueError, match="rule = 'cubic' must be 'linear', 'sqrt' or 'none'"):
+    with pytest.raises(ValueError, match="rule = 'cubic'：只能取 'linear', 'sqrt', 'none' 之一"):
         scale_lr(1e-3, 32, 64, "cubic")
-    with pytest.raises(ValueError, match="base_batch = 0 must be a whole number ≥ 1"):
+    with pytest.raises(ValueError, match="base_batch = 0：必须是 ≥ 1 的整数"):
         scale_lr(1e-3, 0, 64)
 
 
@@ -233,7 +233,7 @@ def test_lamb_rejects_bad_settings(kwargs, message):
 
 
 def test_lamb_trains_the_tiny_model(data):
-    model = TinyGPT(get_config("tiny"))
+    model = GPT(get_config("tiny"))
     hist = train(model, data, batch_size=16, steps=8, optimizer="lamb", lr=0.02)
     assert hist.train_loss[-1] < hist.train_loss[0] - 0.1
 
@@ -245,7 +245,7 @@ def test_steps_to_target_reads_the_first_eval_below_target():
     assert steps_to_target(h, 2.6) == 8
     assert steps_to_target(h, 3.0) == 4
     assert steps_to_target(h, 1.0) is None
-    with pytest.raises(ValueError, match="no eval losses"):
+    with pytest.raises(ValueError, match="没有验证损失"):
         steps_to_target(History(), 1.0)
 
 

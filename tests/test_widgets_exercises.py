@@ -1,7 +1,7 @@
 import pytest
 
-from batchlab.exercises import EXERCISES, check, expected, is_correct
-from batchlab.widgets import BatchCalculator
+from batchlab.ui.exercises import EXERCISES, check, expected, is_correct
+from batchlab.ui.batch import BatchCalculator
 
 
 def test_calculator_default_shows_case_study():
@@ -15,8 +15,8 @@ def test_calculator_default_shows_case_study():
     ("micro_batch_size", 4, "64 = 4 (micro) × 2 (DP) × 8 (num_microbatches)"),
     ("pipeline_stages", 8, "(p-1)/(m+p-1) = <b>30.4%</b>"),  # 7 / 23
     ("data_parallel", 4, "64 = 2 (micro) × 4 (DP) × 8 (num_microbatches)"),
-    ("grad_accum_steps", 16, "与 Megatron/DeepSpeed 约定一致"),
-    ("grad_accum_steps", 4, "与种子文本公式一致"),
+    ("stated_grad_accum", 16, "符合Megatron/DeepSpeed 的读法"),
+    ("stated_grad_accum", 4, "符合原文的读法"),
 ])
 def test_each_control_changes_the_displayed_result(control, value, expect):
     calc = BatchCalculator()
@@ -30,7 +30,7 @@ def test_invalid_input_shows_a_message_not_a_traceback():
     calc = BatchCalculator()
     calc.controls["global_batch"].value = 63
     assert calc.plan is None
-    assert "配置无效" in calc.result.value and "global batch 63 is not divisible" in calc.result.value
+    assert "配置无效" in calc.result.value and "global_batch = 63 不能被" in calc.result.value
     calc.controls["global_batch"].value = 64
     assert calc.plan is not None and "配置无效" not in calc.result.value
 
@@ -61,5 +61,5 @@ def test_exercise_answers_are_the_books_numbers():
 def test_malformed_answers_get_a_message(answer, says, capsys):
     check("4.1-1", answer)
     assert says in capsys.readouterr().out
-    with pytest.raises(ValueError, match="unknown exercise '9.9'"):
+    with pytest.raises(ValueError, match="exercise_id = '9.9'：没有这道练习"):
         check("9.9", 1)

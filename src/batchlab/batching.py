@@ -1,28 +1,33 @@
 """The batch arithmetic of section 4.1: one place where a batch configuration is validated.
 
-Two conventions describe the same optimizer step:
+Two formulas describe the same optimizer step:
 
 * **Megatron-LM / DeepSpeed** (Narayanan et al. 2021; DeepSpeed's ``train_batch_size``):
   ``global_batch = micro_batch_size × data_parallel × num_microbatches``. Pipeline stages do not
   appear: every micro-batch passes through *all* stages, so stages hold layers, not samples.
-  DeepSpeed calls ``num_microbatches`` its ``gradient_accumulation_steps``.
-* **The seed text's formula**: ``global_batch = micro_batch_size × pipeline_stages × data_parallel
-  × grad_accum_steps``. It agrees with the first only when ``grad_accum_steps`` counts *pipeline
-  fills*, i.e. ``num_microbatches = pipeline_stages × grad_accum_steps``.
+  DeepSpeed calls ``num_microbatches`` its ``gradient_accumulation_steps``, and so does this package
+  (``train(num_microbatches=…)`` accumulates that many micro-batches per step).
+* **The lecture's formula (原文)**: ``global_batch = micro_batch_size × pipeline_stages ×
+  data_parallel × 梯度累积步数``. It agrees with the first only when its 梯度累积步数 counts
+  *pipeline fills*: ``num_microbatches = pipeline_stages × pipeline_fills``.
 
-:func:`plan_batch` accepts either description, derives the rest and reports which convention a
-given ``grad_accum_steps`` matched.
+So "梯度累积步数" has two readings. A number stated in a report (``stated_grad_accum``) is checked
+against both, and :attr:`BatchPlan.grad_accum_reading` says which one it matched.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
 
-from .schedules import bubble_fraction
+from .checks import divides, whole
+from .pipeline_schedules import bubble_fraction
 
-__all__ = ["BatchPlan", "plan_batch", "Convention"]
+__all__ = ["BatchPlan", "GRAD_ACCUM_READINGS", "plan_batch"]
 
-Convention = Literal["megatron", "seed"]
+# The two readings of a stated 梯度累积步数, with the labels readers see.
+GRAD_ACCUM_READINGS: dict[str, str] = {
+    "pipeline_fills": "原文的读法：梯度累积步数 = 填满流水线的次数 m/p",
+    "num_microbatches": "Megatron/DeepSpeed 的读法：梯度累积步数 = 微批次数 m",
+}
 
 
 @dataclass(frozen=True)
@@ -34,14 +39,17 @@ class BatchPlan:
     pipeline_stages: int
     data_parallel: int
     num_microbatches: int
-    """Micro-batches each data-parallel replica pushes through the pipeline per step (Megatron's m)."""
-    grad_accum_steps: int | None
-    """The seed's count, ``num_microbatches / pipeline_stages``; None when that is not whole."""
-    convention: str
-    """Which formula the given ``grad_accum_steps`` matched: "seed", "megatron", or "derived"."""
+    """Micro-batches each data-parallel replica pushes through the pipeline per step (Megatron's m;
+    DeepSpeed's gradient_accumulation_steps)."""
+    pipeline_fills: int | None
+    """The lecture's 梯度累积步数, ``num_microbatches / pipeline_stages``; None when not whole."""
+    grad_accum_reading: str | None = None
+    """Which reading a stated 梯度累积步数 matched (a key of :data:`GRAD_ACCUM_READINGS`); None if none
+    was stated."""
 
     @property
     def samples_per_replica(self) -> int:
+        """The logical batch (逻辑批次) of one replica: micro_batch_size × num_microbatches."""
         return self.micro_batch_size * self.num_microbatches
 
     @property
@@ -54,18 +62,18 @@ class BatchPlan:
         return bubble_fraction(self.pipeline_stages, self.num_microbatches)
 
     @property
-    def fills_pipeline(self) -> bool:
+    def enough_microbatches(self) -> bool:
         """1F1B needs at least one micro-batch per stage (m ≥ p)."""
         return self.num_microbatches >= self.pipeline_stages
 
     def updates_per_epoch(self, dataset_size: int) -> int:
         """Optimizer steps in one pass over ``dataset_size`` samples (the incomplete last batch dropped):
         one update per global batch, however it is split into micro-batches."""
-        return _check_positive("dataset_size", dataset_size) // self.global_batch
+        return whole("dataset_size", dataset_size) // self.global_batch
 
     def tokens_per_step(self, seq_len: int) -> int:
         """Tokens consumed by one optimizer step."""
-        return self.global_batch * _check_positive("seq_len", seq_len)
+        return self.global_batch * whole("seq_len", seq_len)
 
     def megatron_formula(self) -> str:
         return (
@@ -73,12 +81,13 @@ class BatchPlan:
             f"× {self.num_microbatches} (num_microbatches)"
         )
 
-    def seed_formula(self) -> str | None:
-        if self.grad_accum_steps is None:
+    def lecture_formula(self) -> str | None:
+        """The 原文's product with whole numbers, or None when m is not a multiple of p."""
+        if self.pipeline_fills is None:
             return None
         return (
             f"{self.global_batch} = {self.micro_batch_size} (micro) × {self.pipeline_stages} (PP) "
-            f"× {self.data_parallel} (DP) × {self.grad_accum_steps} (grad_accum)"
+            f"× {self.data_parallel} (DP) × {self.pipeline_fills} (pipeline_fills)"
         )
 
     def to_dict(self) -> dict:
@@ -87,18 +96,26 @@ class BatchPlan:
             samples_per_replica=self.samples_per_replica,
             devices=self.devices,
             bubble_fraction=self.bubble_fraction,
-            fills_pipeline=self.fills_pipeline,
+            enough_microbatches=self.enough_microbatches,
         )
         return out
 
 
-def _check_positive(name: str, value: object) -> int:
-    # bool is an int subclass; True as a batch size is always a bug.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} = {value!r} must be a whole number")
-    if value < 1:
-        raise ValueError(f"{name} = {value} must be at least 1")
-    return value
+def _read_grad_accum(stated: int, micro: int, stages: int, dp: int, m: int) -> str:
+    """Which reading of a stated 梯度累积步数 fits m, or a ValueError that shows both rules."""
+    if stated * stages == m:
+        return "pipeline_fills"  # with one stage both readings agree; name the lecture's
+    if stated == m:
+        return "num_microbatches"
+    global_batch = micro * dp * m
+    lecture_div = micro * stages * dp
+    lecture = (f"pipeline_fills = {global_batch // lecture_div}" if global_batch % lecture_div == 0 else
+               f"没有整数解（{global_batch} / {lecture_div} = {global_batch / lecture_div:g}）")
+    raise ValueError(
+        f"梯度累积步数 = {stated} 两种读法都不成立（global_batch = {global_batch}）："
+        f"原文读法要求 micro × PP × DP × 累积步数 = global，即 {lecture}；"
+        f"Megatron/DeepSpeed 读法要求累积步数 = num_microbatches = {m}"
+    )
 
 
 def plan_batch(
@@ -107,80 +124,47 @@ def plan_batch(
     data_parallel: int = 1,
     *,
     global_batch: int | None = None,
-    grad_accum_steps: int | None = None,
     num_microbatches: int | None = None,
-    convention: Convention = "seed",
+    pipeline_fills: int | None = None,
+    stated_grad_accum: int | None = None,
 ) -> BatchPlan:
     """Validate a batch configuration and derive what is missing.
 
-    Give ``global_batch`` (then ``grad_accum_steps`` / ``num_microbatches`` are optional and
-    checked), or give ``num_microbatches``, or ``grad_accum_steps`` read in ``convention``
-    ("seed": counts pipeline fills; "megatron": equals ``num_microbatches`` as in DeepSpeed).
-    Raises ``ValueError`` naming the offending value and the rule it breaks.
+    Fix the step with ``global_batch``, ``num_microbatches`` or ``pipeline_fills`` (any that are
+    given must agree). ``stated_grad_accum`` is a 梯度累积步数 as a report states it, reading unknown:
+    it is checked against both readings (:data:`GRAD_ACCUM_READINGS`). Raises ``ValueError`` naming
+    the offending value and the rule it breaks.
     """
-    micro = _check_positive("micro_batch_size", micro_batch_size)
-    stages = _check_positive("pipeline_stages", pipeline_stages)
-    dp = _check_positive("data_parallel", data_parallel)
-    if convention not in ("seed", "megatron"):
-        raise ValueError(f"convention = {convention!r} must be 'seed' or 'megatron'")
-    for name, value in (("global_batch", global_batch), ("grad_accum_steps", grad_accum_steps),
-                        ("num_microbatches", num_microbatches)):
+    micro = whole("micro_batch_size", micro_batch_size)
+    stages = whole("pipeline_stages", pipeline_stages)
+    dp = whole("data_parallel", data_parallel)
+    for name, value in (("global_batch", global_batch), ("num_microbatches", num_microbatches),
+                        ("pipeline_fills", pipeline_fills), ("stated_grad_accum", stated_grad_accum)):
         if value is not None:
-            _check_positive(name, value)
+            whole(name, value)
 
-    per_pass = micro * dp  # samples consumed when every replica runs one micro-batch
-    matched = "derived"
+    candidates: list[tuple[str, int]] = []
     if global_batch is not None:
-        if global_batch % per_pass:
-            raise ValueError(
-                f"global batch {global_batch} is not divisible by "
-                f"micro_batch_size × data_parallel = {micro} × {dp} = {per_pass}"
-            )
-        m = global_batch // per_pass
-        if num_microbatches is not None and num_microbatches != m:
-            raise ValueError(
-                f"num_microbatches {num_microbatches} contradicts global batch {global_batch}: "
-                f"global_batch / (micro_batch_size × data_parallel) = {global_batch} / {per_pass} = {m}"
-            )
-        if grad_accum_steps is not None:
-            if micro * stages * dp * grad_accum_steps == global_batch:
-                matched = "seed"
-            elif grad_accum_steps == m:
-                matched = "megatron"
-            else:
-                seed_div = micro * stages * dp
-                seed_rule = (f"grad_accum = {global_batch // seed_div}" if global_batch % seed_div == 0 else
-                             f"no whole grad_accum fits ({global_batch} / {seed_div} = {global_batch / seed_div:g})")
-                raise ValueError(
-                    f"grad_accum_steps {grad_accum_steps} fits neither convention for global batch "
-                    f"{global_batch}: the seed's rule needs micro × stages × DP × grad_accum = global, "
-                    f"i.e. {seed_rule}; Megatron/DeepSpeed need grad_accum = num_microbatches = {m}"
-                )
-    elif num_microbatches is not None:
-        m = num_microbatches
-        if grad_accum_steps is not None and grad_accum_steps * stages != m and grad_accum_steps != m:
-            seed_rule = f"{m // stages}" if m % stages == 0 else f"no whole number (m / pipeline_stages = {m / stages:g})"
-            raise ValueError(
-                f"grad_accum_steps {grad_accum_steps} contradicts num_microbatches {m}: expected "
-                f"{seed_rule} (seed: m / pipeline_stages) or {m} (Megatron/DeepSpeed: m)"
-            )
-        if grad_accum_steps is not None:
-            # With one stage both conventions coincide; call it "seed", as the global-batch branch does.
-            matched = "seed" if grad_accum_steps * stages == m else "megatron"
-    elif grad_accum_steps is not None:
-        m = grad_accum_steps * stages if convention == "seed" else grad_accum_steps
-        matched = convention
-    else:
-        raise ValueError(
-            "not enough to fix the batch: give global_batch, num_microbatches or grad_accum_steps"
-        )
+        m = divides("global_batch", global_batch, f"micro_batch_size × data_parallel = {micro} × {dp}", micro * dp)
+        candidates.append((f"global_batch / (micro_batch_size × data_parallel) = {global_batch} / {micro * dp}", m))
+    if num_microbatches is not None:
+        candidates.append(("num_microbatches", num_microbatches))
+    if pipeline_fills is not None:
+        candidates.append((f"pipeline_fills × pipeline_stages = {pipeline_fills} × {stages}", pipeline_fills * stages))
+    if not candidates:
+        raise ValueError("条件不足：请给出 global_batch、num_microbatches 或 pipeline_fills 之一")
+    m = candidates[0][1]
+    for how, value in candidates[1:]:
+        if value != m:
+            raise ValueError(f"{how} 得到 m = {value}，与 {candidates[0][0]} 得到的 m = {m} 矛盾")
 
+    reading = None if stated_grad_accum is None else _read_grad_accum(stated_grad_accum, micro, stages, dp, m)
     return BatchPlan(
-        global_batch=m * per_pass,
+        global_batch=m * micro * dp,
         micro_batch_size=micro,
         pipeline_stages=stages,
         data_parallel=dp,
         num_microbatches=m,
-        grad_accum_steps=m // stages if m % stages == 0 else None,
-        convention=matched,
+        pipeline_fills=m // stages if m % stages == 0 else None,
+        grad_accum_reading=reading,
     )

@@ -3,18 +3,24 @@
     python -m batchlab plan --model gpt2-xl --seq-len 1024 --global-batch 64 \\
         --micro-batch 2 --pipeline-stages 4 --data-parallel 2 --json
     python -m batchlab device
+
+Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments and a function
+that runs it and returns what to print. Invalid input exits 2 with one line on stderr.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from .batching import plan_batch
+from .case import CASE_STUDY
+from .partition import partition_layers
 from .presets import PRESETS, count_params, get_config  # no torch: `plan` answers instantly
 
-__all__ = ["main", "plan_report"]
+__all__ = ["main", "plan_report", "COMMANDS"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,87 +30,126 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+# ── plan ─────────────────────────────────────────────────────────────────────────────────────────
+
 def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_size: int,
                 pipeline_stages: int = 1, data_parallel: int = 1,
-                grad_accum_steps: int | None = None) -> dict:
+                stated_grad_accum: int | None = None) -> dict:
     """Everything ``plan`` prints, as a JSON-able dict. Raises ValueError on invalid input."""
     config = get_config(model)
     seq_len = config.n_positions if seq_len is None else seq_len
     if seq_len < 1 or seq_len > config.n_positions:
-        raise ValueError(f"seq_len {seq_len} must lie between 1 and {model}'s n_positions = {config.n_positions}")
-    if pipeline_stages > config.n_layer:
-        raise ValueError(
-            f"pipeline_stages {pipeline_stages} exceeds {model}'s {config.n_layer} layers: every stage needs a layer"
-        )
+        raise ValueError(f"seq_len = {seq_len}：必须在 1 到 {model} 的 n_positions = {config.n_positions} 之间")
+    stages = partition_layers(config, pipeline_stages)  # every stage needs a layer
     plan = plan_batch(micro_batch_size, pipeline_stages, data_parallel,
-                      global_batch=global_batch, grad_accum_steps=grad_accum_steps)
+                      global_batch=global_batch, stated_grad_accum=stated_grad_accum)
     return {
         "model": model,
         "params": count_params(config),
         "seq_len": seq_len,
         "tokens_per_step": plan.tokens_per_step(seq_len),
+        "layers_per_stage": [stage.num_layers for stage in stages],
         **plan.to_dict(),
     }
 
 
-def _print_plan(report: dict) -> None:
-    print(f"model            {report['model']}  ({report['params']:,} parameters)")
-    print(f"global batch     {report['global_batch']} sequences = {report['tokens_per_step']:,} tokens per step")
-    print(f"devices          {report['devices']} = {report['pipeline_stages']} pipeline stages × "
-          f"{report['data_parallel']} data parallel")
-    print(f"num_microbatches {report['num_microbatches']} per replica per step "
-          f"(micro-batch {report['micro_batch_size']})")
-    ga = report["grad_accum_steps"]
-    print(f"grad_accum_steps {ga if ga is not None else 'n/a'} in the seed's convention "
-          f"(= num_microbatches / pipeline_stages); DeepSpeed's gradient_accumulation_steps = "
-          f"{report['num_microbatches']}")
-    print(f"bubble_fraction  {report['bubble_fraction']:.3f}  = (p-1)/(m+p-1)")
-    if not report["fills_pipeline"]:
-        print("warning          fewer micro-batches than stages: 1F1B cannot run, the pipeline never fills")
+def _plan_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=CASE_STUDY.model, choices=list(PRESETS),
+                        help=f"model preset (default {CASE_STUDY.model})")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
+    parser.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+    parser.add_argument("--micro-batch", type=int, required=True, help="sequences per micro-batch")
+    parser.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")
+    parser.add_argument("--data-parallel", type=int, default=1, help="data-parallel degree (default 1)")
+    parser.add_argument("--grad-accum", type=int, default=None,
+                        help="a stated gradient-accumulation count, checked against both readings: "
+                             "pipeline fills m/p (the lecture) or micro-batches m (DeepSpeed)")
+
+
+def _plan(args: argparse.Namespace) -> dict:
+    return plan_report(args.model, args.seq_len, args.global_batch, args.micro_batch,
+                       args.pipeline_stages, args.data_parallel, args.grad_accum)
+
+
+def _plan_text(report: dict) -> str:
+    fills = report["pipeline_fills"]
+    lines = [
+        f"model            {report['model']}  ({report['params']:,} parameters)",
+        f"global batch     {report['global_batch']} sequences = {report['tokens_per_step']:,} tokens per step",
+        f"devices          {report['devices']} = {report['pipeline_stages']} pipeline stages × "
+        f"{report['data_parallel']} data parallel",
+        f"layers/stage     {report['layers_per_stage']}",
+        f"num_microbatches {report['num_microbatches']} per replica per step "
+        f"(micro-batch {report['micro_batch_size']}; DeepSpeed's gradient_accumulation_steps)",
+        f"pipeline_fills   {fills if fills is not None else 'n/a'} "
+        "(= num_microbatches / pipeline_stages, the lecture's gradient-accumulation count)",
+        f"bubble_fraction  {report['bubble_fraction']:.3f}  = (p-1)/(m+p-1)",
+    ]
+    if report["grad_accum_reading"] is not None:
+        lines.append(f"--grad-accum     matches the reading '{report['grad_accum_reading']}'")
+    if not report["enough_microbatches"]:
+        lines.append("warning          fewer micro-batches than stages: 1F1B cannot run, the pipeline never fills")
+    return "\n".join(lines)
+
+
+# ── device ───────────────────────────────────────────────────────────────────────────────────────
+
+def _device_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, npu, npu:1, …")
+
+
+def _device(args: argparse.Namespace) -> dict:
+    from .device import describe, select_device  # torch only for the commands that need it
+
+    return describe(select_device(args.device))
 
 
 def _format_memory(memory: dict) -> str:
     gib = {k: memory[k] / 2**30 for k in ("allocated", "peak", "free", "total")}
-    return (f"allocated {gib['allocated']:.2f} GiB, peak {gib['peak']:.2f} GiB, "
+    # On the CPU "allocated" is the whole process's RSS, not allocator bytes: say which.
+    return (f"allocated ({memory['measures']}) {gib['allocated']:.2f} GiB, peak {gib['peak']:.2f} GiB, "
             f"free {gib['free']:.1f} of {gib['total']:.1f} GiB  [{memory['source']}]")
+
+
+def _device_text(info: dict) -> str:
+    return "\n".join(f"{key:<10} {_format_memory(value) if key == 'memory' else value}"
+                     for key, value in info.items())
+
+
+# ── the table ────────────────────────────────────────────────────────────────────────────────────
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], dict]
+    """Returns the JSON-able report; raises ValueError/RuntimeError on invalid input."""
+    text: Callable[[dict], str]
+    """The report as a reader-friendly text (``--json`` prints the report itself)."""
+
+
+COMMANDS: dict[str, Command] = {
+    "plan": Command("validate a batch configuration and derive micro-batches and bubble",
+                    _plan_arguments, _plan, _plan_text),
+    "device": Command("report the compute path (NPU, CUDA or CPU) and its memory",
+                      _device_arguments, _device, _device_text),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _Parser(prog="python -m batchlab", description="Batch-size calculator of 《Batch Size 核心概念》.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    plan = sub.add_parser("plan", help="validate a batch configuration and derive micro-batches and bubble")
-    plan.add_argument("--model", default="gpt2-xl", choices=list(PRESETS), help="model preset (default gpt2-xl)")
-    plan.add_argument("--seq-len", type=int, default=None,
-                      help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
-    plan.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
-    plan.add_argument("--micro-batch", type=int, required=True, help="sequences per micro-batch")
-    plan.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")
-    plan.add_argument("--data-parallel", type=int, default=1, help="data-parallel degree (default 1)")
-    plan.add_argument("--grad-accum", type=int, default=None,
-                      help="gradient-accumulation steps, checked against the global batch (seed or DeepSpeed convention)")
-    plan.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-    dev = sub.add_parser("device", help="report the compute path (NPU, CUDA or CPU) and its memory")
-    dev.add_argument("--device", default=None, help="auto (default), cpu, cuda, npu, npu:1, …")
-    dev.add_argument("--json", action="store_true", help="print JSON instead of text")
-
+    for name, command in COMMANDS.items():
+        command_parser = sub.add_parser(name, help=command.help)
+        command.add_arguments(command_parser)
+        command_parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     args = parser.parse_args(argv)
+    command = COMMANDS[args.command]
     try:
-        if args.command == "plan":
-            report = plan_report(args.model, args.seq_len, args.global_batch, args.micro_batch,
-                                 args.pipeline_stages, args.data_parallel, args.grad_accum)
-            print(json.dumps(report, indent=2, ensure_ascii=False)) if args.json else _print_plan(report)
-        else:
-            from .device import describe, select_device
-
-            info = describe(select_device(args.device))
-            if args.json:
-                print(json.dumps(info, indent=2, ensure_ascii=False))
-            else:
-                for key, value in info.items():
-                    print(f"{key:<10} {_format_memory(value) if key == 'memory' else value}")
+        report: Any = command.run(args)
     except (ValueError, RuntimeError) as err:
         print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
         return 2
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else command.text(report))
     return 0

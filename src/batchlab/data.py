@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .checks import at_most, whole
+
 __all__ = ["MarkovSource", "TokenDataset", "markov_source", "make_corpus"]
 
 
@@ -61,10 +63,8 @@ class TokenDataset:
 
 def markov_source(vocab_size: int = 64, branching: int = 4, seed: int = 0) -> MarkovSource:
     """A chain in which each token is followed by one of ``branching`` likely successors."""
-    if vocab_size < 2:
-        raise ValueError(f"vocab_size = {vocab_size} must be at least 2")
-    if not 1 <= branching <= vocab_size:
-        raise ValueError(f"branching = {branching} must lie between 1 and vocab_size = {vocab_size}")
+    whole("vocab_size", vocab_size, 2)
+    at_most("branching", whole("branching", branching), vocab_size, "vocab_size")
     g = torch.Generator().manual_seed(seed)
     weights = torch.full((vocab_size, vocab_size), 1e-3)  # a little mass everywhere: no zero rows
     for row in range(vocab_size):
@@ -86,8 +86,8 @@ def make_corpus(
     ``seed`` fixes the source (the "language"); ``sample_seed`` (default ``seed + 1``) fixes which
     sequences are drawn, so a held-out set is the same ``seed`` with another ``sample_seed``.
     """
-    if num_sequences < 1 or seq_len < 1:
-        raise ValueError(f"num_sequences = {num_sequences} and seq_len = {seq_len} must be positive")
+    whole("num_sequences", num_sequences)
+    whole("seq_len", seq_len)
     source = markov_source(vocab_size, branching, seed)
     g = torch.Generator().manual_seed(seed + 1 if sample_seed is None else sample_seed)
     tokens = torch.empty(num_sequences, seq_len + 1, dtype=torch.long)

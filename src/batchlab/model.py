@@ -12,9 +12,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .checks import at_most
 from .presets import PRESETS, PUBLISHED_PARAMS, GPTConfig, count_params, get_config
 
-__all__ = ["GPTConfig", "PRESETS", "PUBLISHED_PARAMS", "get_config", "count_params", "TinyGPT"]
+__all__ = ["GPTConfig", "PRESETS", "PUBLISHED_PARAMS", "get_config", "count_params", "GPT"]
 
 
 class CausalSelfAttention(nn.Module):
@@ -63,8 +64,9 @@ class Block(nn.Module):
         return x + self.drop(self.mlp(self.ln_2(x)))
 
 
-class TinyGPT(nn.Module):
-    """A GPT-2-style decoder. ``forward(idx)`` returns logits of shape [batch, seq, vocab]."""
+class GPT(nn.Module):
+    """A GPT-2-style decoder of any preset's shape, from ``tiny`` (trains on a laptop) to ``gpt2-xl``
+    (built only on the ``meta`` device). ``forward(idx)`` returns logits of shape [batch, seq, vocab]."""
 
     def __init__(self, config: GPTConfig, seed: int | None = 0) -> None:
         super().__init__()
@@ -84,6 +86,8 @@ class TinyGPT(nn.Module):
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.d_model)
+        # Tied (GPT-2): the head reuses wte.weight. Untied: a V × d matrix of its own, no bias.
+        self.lm_head = None if config.tie_embeddings else nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.apply(self._init_weights)
         # GPT-2's scaled init of residual projections keeps the residual stream's variance flat.
         for name, p in self.named_parameters():
@@ -94,19 +98,19 @@ class TinyGPT(nn.Module):
     def _init_weights(module: nn.Module) -> None:
         if isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:  # an untied head has none
+                nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        t = idx.shape[-1]
-        if t > self.config.n_positions:
-            raise ValueError(f"sequence length {t} exceeds n_positions = {self.config.n_positions}")
+        t = at_most("seq_len", idx.shape[-1], self.config.n_positions, "n_positions")
         pos = torch.arange(t, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.blocks:
             x = block(x)
-        return F.linear(self.ln_f(x), self.wte.weight)  # tied output head
+        head = self.wte.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(self.ln_f(x), head)
 
     def loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy over every position of every sequence."""

@@ -2,10 +2,12 @@
 
 The mini-batch gradient G_B is a Monte Carlo estimate of the full-data gradient G. Drawing B of
 N samples without replacement, E‖G_B − G‖² = tr(Σ)/B · (N − B)/(N − 1), where Σ is the
-per-sample gradient covariance (population form). These functions measure both sides.
+per-sample gradient covariance (population form). The formulas live in :mod:`batchlab.sampling`;
+these functions measure both sides.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import torch
@@ -14,9 +16,10 @@ from torch.func import functional_call, grad, vmap
 from torch.nn import functional as F
 
 from .checks import whole
-from .scaling import expected_sq_error  # the formula is pure math; re-exported here
+from .sampling import expected_sq_error, two_batch_estimates
 
-__all__ = ["next_token_loss", "per_sample_grads", "gradient_trace_cov", "expected_sq_error", "minibatch_error"]
+__all__ = ["next_token_loss", "per_sample_grads", "gradient_trace_cov", "minibatch_error",
+           "noise_scale_simple", "noise_scale_two_batch", "noise_scale_from_batches", "gradient_cloud"]
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -61,8 +64,26 @@ def _check_draws(num_samples: int, batch_sizes: Sequence[int], num_draws: int) -
     """Shared by every function that draws mini-batches of ``batch_sizes`` from N samples."""
     whole("num_draws", num_draws)
     for b in batch_sizes:
-        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= num_samples:
-            raise ValueError(f"batch size {b!r} must be a whole number between 1 and the sample count {num_samples}")
+        expected_sq_error(0.0, b, num_samples)  # the one check of 1 ≤ B ≤ N
+
+
+class _Gram:
+    """Inner products of N per-sample gradients, all the draws below need: the N×N Gram matrix
+    M = g gᵀ, g_i·G (row means), ‖G‖² and tr(Σ) = mean ‖g_i‖² − ‖G‖². Mini-batch quantities are
+    quadratic forms in the draw weights, so no N-by-num_params product is needed per draw."""
+
+    def __init__(self, per_sample: torch.Tensor) -> None:
+        self.gram = per_sample.double() @ per_sample.double().T
+        self.g_dot = self.gram.mean(dim=1)                              # g_i · G
+        self.full_sq = float(self.g_dot.mean())                         # ‖G‖²
+        self.trace = float(self.gram.diagonal().mean()) - self.full_sq  # tr(Σ)
+
+
+def _draw_weights(gen: torch.Generator, num_draws: int, n: int, batch_size: int) -> torch.Tensor:
+    """[num_draws, N] weights 1/B on B samples drawn without replacement, 0 elsewhere: row r · g is
+    the r-th mini-batch gradient."""
+    chosen = torch.rand(num_draws, n, generator=gen).argsort(dim=1)[:, :batch_size]
+    return torch.zeros(num_draws, n, dtype=torch.float64).scatter_(1, chosen, 1.0 / batch_size)
 
 
 def minibatch_error(
@@ -79,19 +100,15 @@ def minibatch_error(
     """
     n = per_sample.shape[0]
     _check_draws(n, batch_sizes, num_draws)
-    # Every quantity below is a quadratic form in the sample weights, so one N×N Gram matrix
-    # replaces N-by-num_params products per draw: G_B = w·g, ‖G_B‖² = w M wᵀ, G_B·G = w M 1/N.
-    gram = per_sample.double() @ per_sample.double().T
-    g_dot = gram.mean(dim=1)                      # g_i · G
-    full_sq = float(g_dot.mean())                 # ‖G‖²
-    trace = float(gram.diagonal().mean()) - full_sq  # mean ‖g_i‖² − ‖G‖² = tr(Σ)
+    # G_B = w·g, ‖G_B‖² = w M wᵀ, G_B·G = w M 1/N.
+    g = _Gram(per_sample)
+    gram, g_dot, full_sq, trace = g.gram, g.g_dot, g.full_sq, g.trace
     gen = torch.Generator().manual_seed(seed)
     out: dict[str, list[float]] = {k: [] for k in ("batch_sizes", "sq_error", "sq_error_theory", "sq_error_iid",
                                                    "rel_error", "rel_error_theory", "cosine")}
     for b in batch_sizes:
-        theory = expected_sq_error(trace, b, n)  # validates b
-        chosen = torch.rand(num_draws, n, generator=gen).argsort(dim=1)[:, :b]
-        w = torch.zeros(num_draws, n, dtype=torch.float64).scatter_(1, chosen, 1.0 / b)
+        theory = expected_sq_error(trace, b, n)
+        w = _draw_weights(gen, num_draws, n, b)
         est_sq = ((w @ gram) * w).sum(dim=1)      # ‖G_B‖²
         est_dot = w @ g_dot                        # G_B · G
         sq = (est_sq - 2 * est_dot + full_sq).clamp_min(0.0)
@@ -99,7 +116,7 @@ def minibatch_error(
         out["batch_sizes"].append(int(b))
         out["sq_error"].append(float(sq.mean()))
         out["sq_error_theory"].append(theory)
-        out["sq_error_iid"].append(trace / b)
+        out["sq_error_iid"].append(expected_sq_error(trace, b))
         out["rel_error"].append(float(sq.mean().sqrt()) / full_sq ** 0.5)
         out["rel_error_theory"].append((theory / full_sq) ** 0.5)
         out["cosine"].append(float(cos.mean()))
@@ -112,11 +129,6 @@ def minibatch_error(
 # above it, extra samples are mostly wasted. Appendix A of the paper estimates it without per-sample
 # gradients, from the squared norms of two gradients taken at two batch sizes.
 
-import math  # noqa: E402  (appended section; the imports above are shared with the rest of the file)
-
-__all__ += ["noise_scale_simple", "noise_scale_two_batch", "noise_scale_from_batches", "gradient_cloud"]
-
-
 def noise_scale_simple(per_sample: torch.Tensor) -> float:
     """B_simple = tr(Σ)/‖G‖² from per-sample gradients [N, num_params] (population form of Σ)."""
     if per_sample.dim() != 2 or per_sample.shape[0] < 2:
@@ -127,14 +139,6 @@ def noise_scale_simple(per_sample: torch.Tensor) -> float:
     return gradient_trace_cov(per_sample) / g_sq
 
 
-def _finite_factor(batch: int, num_samples: int | None) -> float:
-    """c_B with E‖G_B‖² = ‖G‖² + tr(Σ)·c_B: 1/B for i.i.d. draws, (N − B)/((N − 1)·B) without
-    replacement from N samples (the same finite-population factor as :func:`expected_sq_error`)."""
-    if num_samples is None:
-        return 1.0 / batch
-    return (num_samples - batch) / ((num_samples - 1) * batch)
-
-
 def noise_scale_two_batch(
     grad_small: torch.Tensor,
     grad_big: torch.Tensor,
@@ -142,38 +146,19 @@ def noise_scale_two_batch(
     b_big: int,
     num_samples: int | None = None,
 ) -> tuple[float, float, float]:
-    """Unbiased (‖G‖², tr Σ) estimates from one gradient at batch ``b_small`` and one at ``b_big``,
-    and their ratio B_simple (McCandlish et al. 2018, Appendix A):
-
-        ‖G‖² ≈ (B_big‖G_big‖² − B_small‖G_small‖²) / (B_big − B_small)
-        tr Σ ≈ (‖G_small‖² − ‖G_big‖²) / (1/B_small − 1/B_big)
+    """(‖G‖², tr Σ, B_simple) from one gradient at batch ``b_small`` and one at ``b_big``
+    (:func:`batchlab.sampling.two_batch_estimates` holds the algebra).
 
     No per-sample gradients are needed: on data-parallel hardware ``grad_small`` is one replica's
-    gradient and ``grad_big`` the all-reduced one. One pair is very noisy (‖G‖² can even come out
-    negative); average the first two numbers over many pairs before dividing. With ``num_samples``
-    = N, batches are taken as drawn without replacement from N samples and c_B = (N − B)/((N − 1)B)
-    replaces 1/B, which keeps the estimates unbiased when B_big is not small against N.
+    gradient and ``grad_big`` the all-reduced one. With ``num_samples`` = N, batches are taken as
+    drawn without replacement from N samples, which keeps the estimates unbiased when B_big is not
+    small against N.
     """
-    whole("b_small", b_small)
-    whole("b_big", b_big)
-    if b_small >= b_big:
-        raise ValueError(f"b_small = {b_small} must be smaller than b_big = {b_big}")
-    if num_samples is not None and not (isinstance(num_samples, int) and num_samples >= b_big):
-        raise ValueError(f"num_samples = {num_samples!r} must be a whole number ≥ b_big = {b_big}")
     if grad_small.shape != grad_big.shape:
-        raise ValueError(f"grad_small {tuple(grad_small.shape)} and grad_big {tuple(grad_big.shape)} "
-                         "must have the same shape")
-    return _two_batch(float(grad_small.double().pow(2).sum()), float(grad_big.double().pow(2).sum()),
-                      b_small, b_big, num_samples)
-
-
-def _two_batch(small_sq: float, big_sq: float, b_small: int, b_big: int,
-               num_samples: int | None) -> tuple[float, float, float]:
-    c_small, c_big = _finite_factor(b_small, num_samples), _finite_factor(b_big, num_samples)
-    # E‖G_b‖² = ‖G‖² + tr(Σ)·c_b at both sizes: two linear equations in (‖G‖², tr Σ).
-    trace_cov = (small_sq - big_sq) / (c_small - c_big)
-    g_sq = big_sq - trace_cov * c_big
-    return g_sq, trace_cov, (trace_cov / g_sq if g_sq != 0.0 else math.nan)
+        raise ValueError(f"grad_small {tuple(grad_small.shape)} 与 grad_big {tuple(grad_big.shape)} "
+                         "形状必须相同")
+    return two_batch_estimates(float(grad_small.double().pow(2).sum()), float(grad_big.double().pow(2).sum()),
+                               b_small, b_big, num_samples)
 
 
 def _flat_grad(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, loss_fn: LossFn) -> torch.Tensor:
@@ -226,8 +211,8 @@ def noise_scale_from_batches(
         stacked = torch.stack(small).double()
         big = stacked.mean(dim=0)
         small_sq = float(stacked.pow(2).sum(dim=1).mean())  # ‖G_small‖², averaged over replicas
-        g_sq, trace, _ = _two_batch(small_sq, float(big.pow(2).sum()), b_small, b_big,
-                                    n if finite_population else None)
+        g_sq, trace, _ = two_batch_estimates(small_sq, float(big.pow(2).sum()), b_small, b_big,
+                                             n if finite_population else None)
         g_sq_sum += g_sq
         trace_sum += trace
     g_sq_mean, trace_mean = g_sq_sum / num_pairs, trace_sum / num_pairs
@@ -262,9 +247,8 @@ def gradient_cloud(
     n = per_sample.shape[0]
     _check_draws(n, batch_sizes, num_draws)
     # Everything below is an inner product of samples, so the N×N Gram matrix M = g gᵀ suffices.
-    gram = per_sample.double() @ per_sample.double().T
-    g_dot = gram.mean(dim=1)                        # m_i = g_i · G
-    full_sq = float(g_dot.mean())                   # ‖G‖²
+    g = _Gram(per_sample)
+    gram, g_dot, full_sq = g.gram, g.g_dot, g.full_sq
     if full_sq <= 0.0:
         raise ValueError("‖G‖ = 0: the direction e1 = G/‖G‖ is undefined")
     full_norm = full_sq ** 0.5
@@ -282,14 +266,12 @@ def gradient_cloud(
     else:
         y = torch.zeros_like(x)                      # every sample lies on the line through G
     coords = torch.stack([x, y], dim=1)              # [N, 2] per-sample coordinates
-    trace = float(centred.diagonal().mean())
+    trace = g.trace
     along = float(along_e1.pow(2).mean()) + float(y.pow(2).mean())
     gen = torch.Generator().manual_seed(seed)
     points = []
     for b in batch_sizes:
-        chosen = torch.rand(num_draws, n, generator=gen).argsort(dim=1)[:, :b]  # without replacement
-        w = torch.zeros(num_draws, n, dtype=torch.float64).scatter_(1, chosen, 1.0 / b)
-        points.append((w @ coords).numpy())
+        points.append((_draw_weights(gen, num_draws, n, b) @ coords).numpy())
     return {
         "batch_sizes": [int(b) for b in batch_sizes],
         "points": points,

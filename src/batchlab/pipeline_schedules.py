@@ -9,25 +9,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .checks import whole
+from .checks import one_of, positive, whole
 
 __all__ = [
-    "ScheduleName", "Op", "Timeline", "bubble_fraction", "bubble_overhead",
-    "schedule_order", "simulate", "pipeline_timeline",
+    "ScheduleName", "SCHEDULES", "Op", "Timeline", "bubble_fraction", "bubble_overhead",
+    "in_flight_microbatches", "schedule_order", "simulate", "pipeline_timeline",
 ]
 
 ScheduleName = Literal["gpipe", "1f1b"]
-SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b")
+# The schedules' names in code (keys) and as readers see them (values); plots, widgets and the CLI
+# read this one table.
+SCHEDULES: dict[str, str] = {"gpipe": "GPipe", "1f1b": "1F1B"}
 
 
 def bubble_fraction(pipeline_stages: int, num_microbatches: int) -> float:
-    """Idle share of a pipeline step, (p − 1)/(m + p − 1), as in GPipe and the seed text.
+    """Idle share of a pipeline step, (p − 1)/(m + p − 1), as in GPipe and the lecture (原文).
 
     With uniform stage costs, each of the p stages is busy for m slots out of m + p − 1.
     """
     p = whole("pipeline_stages", pipeline_stages)
     m = whole("num_microbatches", num_microbatches)
     return (p - 1) / (m + p - 1)
+
+
+def in_flight_microbatches(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[int]:
+    """Per stage s (0 = first), the most micro-batches whose activations it holds at once.
+
+    GPipe runs every forward before any backward, so every stage holds all m. 1F1B lets stage s run
+    p − s − 1 warm-up forwards, then alternates one forward with one backward, so it holds
+    min(p − s, m). This count, not the global batch, multiplies a stage's activation memory (4.3).
+    The simulator's :meth:`Timeline.peak_in_flight` must agree (a property test checks it).
+    """
+    one_of("schedule", schedule, SCHEDULES)
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
+    if schedule == "gpipe":
+        return [m] * p
+    return [min(p - s, m) for s in range(p)]
 
 
 def bubble_overhead(pipeline_stages: int, num_microbatches: int) -> float:
@@ -61,14 +79,16 @@ class Timeline:
         return max(op.end for op in self.ops)
 
     @property
-    def bubble_fraction(self) -> float:
-        """Measured idle share: 1 − busy time / (stages × makespan)."""
+    def idle_fraction(self) -> float:
+        """The bubble read off this timeline: 1 − busy time / (stages × makespan). Equals the formula
+        :func:`bubble_fraction` when op costs are uniform; with real (measured) costs it need not."""
         busy = sum(op.end - op.start for op in self.ops)
         return 1.0 - busy / (self.pipeline_stages * self.makespan)
 
     def peak_in_flight(self) -> list[int]:
         """Per stage, the most micro-batches whose activations are held at once (forward done,
-        backward not yet): what decides activation memory in 4.3."""
+        backward not yet): what decides activation memory in 4.3. Compare
+        :func:`in_flight_microbatches`, the closed form."""
         peaks = []
         for s in range(self.pipeline_stages):
             held = peak = 0
@@ -81,21 +101,20 @@ class Timeline:
 
 def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[list[tuple[str, int]]]:
     """Each stage's operations, in issue order, as ("F" | "B", microbatch) pairs."""
+    one_of("schedule", schedule, SCHEDULES)
     p = whole("pipeline_stages", pipeline_stages)
     m = whole("num_microbatches", num_microbatches)
     if schedule == "gpipe":
         return [[("F", i) for i in range(m)] + [("B", i) for i in range(m)] for _ in range(p)]
-    if schedule == "1f1b":
-        orders = []
-        for s in range(p):
-            warmup = min(p - s - 1, m)
-            order = [("F", i) for i in range(warmup)]
-            for j in range(m - warmup):
-                order += [("F", warmup + j), ("B", j)]
-            order += [("B", j) for j in range(m - warmup, m)]
-            orders.append(order)
-        return orders
-    raise ValueError(f"schedule = {schedule!r} must be one of {', '.join(SCHEDULES)}")
+    orders = []  # 1F1B
+    for s in range(p):
+        warmup = min(p - s - 1, m)
+        order = [("F", i) for i in range(warmup)]
+        for j in range(m - warmup):
+            order += [("F", warmup + j), ("B", j)]
+        order += [("B", j) for j in range(m - warmup, m)]
+        orders.append(order)
+    return orders
 
 
 def simulate(
@@ -108,8 +127,8 @@ def simulate(
     F(s, i) needs F(s−1, i); B(s, i) needs B(s+1, i), or F(s, i) on the last stage.
     Communication is free here; the measured pipelines of 4.4 add it back.
     """
-    if forward_time <= 0 or backward_time <= 0:
-        raise ValueError(f"op times must be positive, got forward {forward_time}, backward {backward_time}")
+    forward_time = positive("forward_time", forward_time)
+    backward_time = positive("backward_time", backward_time)
     p = len(orders)
     done: dict[tuple[str, int, int], float] = {}
     cursor = [0] * p
@@ -135,7 +154,7 @@ def simulate(
                 remaining -= 1
                 progressed = True
         if not progressed:
-            raise ValueError("schedule deadlocks: some stage waits for an op that never runs")
+            raise ValueError("调度死锁：某个阶段在等待一个永远不会执行的操作")
     return tuple(ops)
 
 

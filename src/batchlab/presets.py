@@ -7,12 +7,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["GPTConfig", "PRESETS", "PUBLISHED_PARAMS", "get_config", "count_params"]
+from .checks import divides, fraction, one_of, whole
+
+__all__ = ["GPTConfig", "PRESETS", "PUBLISHED_PARAMS", "get_config", "count_params", "embedding_params",
+           "layer_params", "head_params"]
 
 
 @dataclass(frozen=True)
 class GPTConfig:
-    """Shape of a GPT-2-style decoder (pre-LayerNorm, GELU MLP of width 4·d, tied embeddings)."""
+    """Shape of a GPT-2-style decoder (pre-LayerNorm, GELU MLP of width 4·d).
+
+    ``tie_embeddings`` (GPT-2's choice, the default) makes the output head reuse the token-embedding
+    matrix; False gives the head its own V × d matrix (no bias), as many later models do.
+    """
 
     n_layer: int
     n_head: int
@@ -21,26 +28,22 @@ class GPTConfig:
     n_positions: int
     dropout: float = 0.0
     name: str = "custom"
+    tie_embeddings: bool = True
 
     def __post_init__(self) -> None:
-        for field in ("n_layer", "n_head", "d_model", "vocab_size", "n_positions"):
-            value = getattr(self, field)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field} = {value!r} must be a positive integer")
-        if self.d_model % self.n_head:
-            raise ValueError(
-                f"d_model {self.d_model} is not divisible by n_head {self.n_head}: "
-                "each attention head needs d_model / n_head dimensions"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout = {self.dropout!r} must lie in [0, 1)")
+        for name in ("n_layer", "n_head", "d_model", "vocab_size", "n_positions"):
+            whole(name, getattr(self, name))
+        divides("d_model", self.d_model, "n_head", self.n_head)  # each head needs d_model / n_head dims
+        fraction("dropout", self.dropout)
+        one_of("tie_embeddings", self.tie_embeddings, (True, False))
 
 
 # Shapes from the GPT-2 release (Radford et al. 2019); the tiny one is ours.
 PRESETS: dict[str, GPTConfig] = {
     "tiny": GPTConfig(n_layer=2, n_head=4, d_model=64, vocab_size=64, n_positions=64, name="tiny"),
     # One layer of width 32: small enough that 4.2 can train a dozen runs in seconds on a laptop.
-    "nano": GPTConfig(n_layer=1, n_head=2, d_model=32, vocab_size=64, n_positions=64, name="nano"),
+    # (Not "nano": nanoGPT readers know that name as GPT-2 124M.)
+    "pico": GPTConfig(n_layer=1, n_head=2, d_model=32, vocab_size=64, n_positions=64, name="pico"),
     "gpt2": GPTConfig(n_layer=12, n_head=12, d_model=768, vocab_size=50257, n_positions=1024, name="gpt2"),
     "gpt2-medium": GPTConfig(n_layer=24, n_head=16, d_model=1024, vocab_size=50257, n_positions=1024, name="gpt2-medium"),
     "gpt2-large": GPTConfig(n_layer=36, n_head=20, d_model=1280, vocab_size=50257, n_positions=1024, name="gpt2-large"),
@@ -61,18 +64,34 @@ def get_config(name: str, **overrides: object) -> GPTConfig:
     try:
         config = PRESETS[name]
     except KeyError:
-        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(PRESETS)}") from None
+        raise ValueError(f"model = {name!r}：未知模型，可选 {', '.join(PRESETS)}") from None
     return replace(config, **overrides) if overrides else config
 
 
-def count_params(config: GPTConfig) -> int:
-    """Exact parameter count of :class:`TinyGPT` for ``config``, without building it.
+def embedding_params(config: GPTConfig) -> int:
+    """Token and position embeddings: V·d + n_positions·d."""
+    return (config.vocab_size + config.n_positions) * config.d_model
 
-    Token and position embeddings, then per layer 12·d² + 13·d (QKV, attention output,
-    the 4·d MLP, two LayerNorms, all with biases), then the final LayerNorm. The output
-    head shares the token-embedding matrix, so it adds nothing.
-    """
+
+def layer_params(config: GPTConfig) -> int:
+    """One transformer layer: 12·d² + 13·d (QKV, attention output, the 4·d MLP, two LayerNorms,
+    all with biases)."""
     d = config.d_model
-    embeddings = config.vocab_size * d + config.n_positions * d
-    per_layer = 12 * d * d + 13 * d
-    return embeddings + config.n_layer * per_layer + 2 * d
+    return 12 * d * d + 13 * d
+
+
+def head_params(config: GPTConfig) -> int:
+    """The final LayerNorm (2·d) plus the output head's own matrix: V·d when untied, 0 when the head
+    reuses the token embedding (the tied matrix is counted once, with the embeddings)."""
+    own = 0 if config.tie_embeddings else config.vocab_size * config.d_model
+    return 2 * config.d_model + own
+
+
+def count_params(config: GPTConfig) -> int:
+    """Exact parameter count of :class:`batchlab.model.GPT` for ``config``, without building it.
+
+    embeddings + n_layer · layer + head, i.e. (V + n_positions)·d + n_layer·(12·d² + 13·d) + 2·d
+    (+ V·d for an untied head). Checked against the released GPT-2 checkpoints and a model built on
+    the ``meta`` device.
+    """
+    return embedding_params(config) + config.n_layer * layer_params(config) + head_params(config)

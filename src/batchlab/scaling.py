@@ -1,15 +1,21 @@
 """Batch-size scaling rules as plain numbers: learning-rate scaling, warmup/decay schedules and
 McCandlish et al.'s steps-versus-samples trade-off. Pure math, no torch (widgets and exercises use
-it directly; :mod:`batchlab.train` follows it).
+it directly; :mod:`batchlab.train` follows it). The sampling formulas (E‖G_B − G‖², the two-batch
+estimator) live in :mod:`batchlab.sampling`.
 """
 from __future__ import annotations
 
 import math
 from typing import Literal
 
-from .checks import positive as _positive, whole as _whole
+from .checks import at_most, one_of, positive as _positive, whole as _whole
 
-__all__ = ["lr_schedule", "scale_lr", "steps_over_min", "samples_over_min", "expected_sq_error"]
+__all__ = ["lr_schedule", "scale_lr", "steps_over_min", "samples_over_min", "LR_RULES", "LR_DECAYS"]
+
+# Learning-rate scaling rules in code (keys) and as readers see them (values): widgets and plots read
+# this one table.
+LR_RULES: dict[str, str] = {"linear": "线性缩放", "sqrt": "平方根缩放", "none": "不缩放"}
+LR_DECAYS: dict[str, str] = {"constant": "恒定", "cosine": "余弦衰减"}
 
 
 def lr_schedule(
@@ -30,16 +36,13 @@ def lr_schedule(
     step = _whole("step", step, 1)
     base_lr = _positive("base_lr", base_lr)
     warmup_steps = _whole("warmup_steps", warmup_steps, 0)
-    if decay not in ("constant", "cosine"):
-        raise ValueError(f"decay = {decay!r} must be 'constant' or 'cosine'")
+    one_of("decay", decay, LR_DECAYS)
     if total_steps is not None:
         total_steps = _whole("total_steps", total_steps, 1)
-        if warmup_steps > total_steps:
-            raise ValueError(f"warmup_steps = {warmup_steps} exceeds total_steps = {total_steps}")
-        if step > total_steps:
-            raise ValueError(f"step = {step} exceeds total_steps = {total_steps}")
+        at_most("warmup_steps", warmup_steps, total_steps, "total_steps")
+        at_most("step", step, total_steps, "total_steps")
     elif decay == "cosine":
-        raise ValueError("decay = 'cosine' needs total_steps: the cosine must know where it ends")
+        raise ValueError("decay = 'cosine' 需要 total_steps：余弦衰减必须知道在哪一步结束")
     if step <= warmup_steps:
         return base_lr * step / warmup_steps
     if decay == "constant":
@@ -66,13 +69,12 @@ def scale_lr(
     base_lr = _positive("base_lr", base_lr)
     base_batch = _whole("base_batch", base_batch, 1)
     batch = _whole("batch", batch, 1)
+    one_of("rule", rule, LR_RULES)
     if rule == "linear":
         return base_lr * batch / base_batch
     if rule == "sqrt":
         return base_lr * math.sqrt(batch / base_batch)
-    if rule == "none":
-        return base_lr
-    raise ValueError(f"rule = {rule!r} must be 'linear', 'sqrt' or 'none'")
+    return base_lr
 
 
 def _noise_scale_args(batch_size: float, noise_scale: float) -> None:
@@ -92,12 +94,3 @@ def samples_over_min(batch_size: float, noise_scale: float) -> float:
     At B = B_noise (the critical batch) both costs are twice their minimum."""
     _noise_scale_args(batch_size, noise_scale)
     return 1.0 + batch_size / noise_scale
-
-
-def expected_sq_error(trace_cov: float, batch_size: int, num_samples: int) -> float:
-    """E‖G_B − G‖² for B drawn without replacement from N: tr(Σ)/B · (N − B)/(N − 1)."""
-    if not 1 <= batch_size <= num_samples:
-        raise ValueError(f"batch size {batch_size} must lie between 1 and the sample count {num_samples}")
-    if num_samples == 1:
-        return 0.0
-    return trace_cov / batch_size * (num_samples - batch_size) / (num_samples - 1)

@@ -1,8 +1,9 @@
 """A small, deterministic training loop for the convergence experiments of section 4.2.
 
-One optimizer step consumes ``batch_size`` sequences, pushed through the model as ``grad_accum_steps``
-micro-batches of ``batch_size // grad_accum_steps``; the gradients of loss/grad_accum_steps add up to
-the gradient of the whole batch's mean loss, so accumulation changes memory, not the mathematics.
+One optimizer step consumes ``batch_size`` sequences, pushed through the model as ``num_microbatches``
+micro-batches of ``batch_size // num_microbatches`` (gradient accumulation; DeepSpeed calls this count
+gradient_accumulation_steps); the gradients of loss/num_microbatches add up to the gradient of the
+whole batch's mean loss, so accumulation changes memory, not the mathematics.
 Batches come from a private generator: the same ``seed`` gives the same batches, whatever the
 accumulation, and nothing global is seeded.
 
@@ -19,7 +20,7 @@ import torch
 from torch import nn
 
 from .noise import LossFn, next_token_loss
-from .checks import positive as _positive, whole as _whole
+from .checks import at_most, divides, positive as _positive, whole as _whole
 from .scaling import lr_schedule, scale_lr
 
 __all__ = ["lr_schedule", "scale_lr", "steps_to_target", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
@@ -72,7 +73,7 @@ def make_optimizer(
         from .optim import Lamb
 
         return Lamb(params, lr=lr, weight_decay=0.01 if weight_decay is None else weight_decay)
-    raise ValueError(f"optimizer = {name!r} must be one of {', '.join(OPTIMIZERS)} or a callable f(params, lr)")
+    raise ValueError(f"optimizer = {name!r}：只能取 {', '.join(OPTIMIZERS)} 之一，或一个 f(params, lr) 函数")
 
 
 def _device_of(model: nn.Module) -> torch.device:
@@ -108,7 +109,7 @@ def train(
     weight_decay: float | None = None,
     warmup_steps: int = 0,
     decay: Literal["constant", "cosine"] = "constant",
-    grad_accum_steps: int = 1,
+    num_microbatches: int = 1,
     eval_data=None,
     eval_every: int | None = None,
     seed: int = 0,
@@ -120,7 +121,7 @@ def train(
     ``data`` is a :class:`batchlab.data.TokenDataset` (anything with ``.inputs``/``.targets``).
     Batches are drawn like a shuffling data loader that drops the last incomplete batch: each epoch
     is a fresh permutation from a generator seeded by ``seed``. Each step's ``batch_size`` sequences
-    go through the model as ``grad_accum_steps`` micro-batches of ``batch_size // grad_accum_steps``.
+    go through the model as ``num_microbatches`` micro-batches of ``batch_size // num_microbatches``.
     The learning rate follows :func:`lr_schedule` (``total_steps`` = ``steps``). With ``eval_data``,
     the eval loss is recorded before training, every ``eval_every`` steps (default: steps // 10)
     and after the last step.
@@ -128,23 +129,20 @@ def train(
     n = len(data)
     batch_size = _whole("batch_size", batch_size, 1)
     steps = _whole("steps", steps, 1)
-    grad_accum_steps = _whole("grad_accum_steps", grad_accum_steps, 1)
+    num_microbatches = _whole("num_microbatches", num_microbatches, 1)
     lr = _positive("lr", lr)
-    if batch_size > n:
-        raise ValueError(f"batch_size = {batch_size} exceeds the {n} sequences in data")
-    if batch_size % grad_accum_steps:
-        raise ValueError(
-            f"batch_size {batch_size} is not divisible by grad_accum_steps {grad_accum_steps}: each "
-            "optimizer step splits its batch into grad_accum_steps equal micro-batches")
+    at_most("batch_size", batch_size, n, "len(data)")
+    # each optimizer step splits its batch into num_microbatches equal micro-batches
+    divides("batch_size", batch_size, "num_microbatches", num_microbatches)
     if eval_every is not None:
         eval_every = _whole("eval_every", eval_every, 1)
     lr_schedule(steps, lr, warmup_steps, steps, decay)  # validates the schedule before any work
-    micro_batch_size = batch_size // grad_accum_steps
+    micro_batch_size = batch_size // num_microbatches
     opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad], lr, weight_decay)
     device = _device_of(model)
     gen = torch.Generator().manual_seed(seed)
     history = History(config=dict(batch_size=batch_size, steps=steps, lr=lr, warmup_steps=warmup_steps,
-                                  decay=decay, grad_accum_steps=grad_accum_steps, seed=seed,
+                                  decay=decay, num_microbatches=num_microbatches, seed=seed,
                                   optimizer=optimizer if isinstance(optimizer, str) else getattr(
                                       optimizer, "__name__", repr(optimizer))))
     every = eval_every or max(1, steps // 10)
@@ -173,11 +171,11 @@ def train(
                 group["lr"] = current_lr
             opt.zero_grad(set_to_none=True)
             step_loss = 0.0
-            for k in range(grad_accum_steps):
+            for k in range(num_microbatches):
                 idx = batch[k * micro_batch_size:(k + 1) * micro_batch_size]
                 x, y = data.inputs[idx].to(device), data.targets[idx].to(device)
-                # Dividing by grad_accum_steps makes the summed gradient that of the batch's mean loss.
-                loss = loss_fn(model(x), y) / grad_accum_steps
+                # Dividing by num_microbatches makes the summed gradient that of the batch's mean loss.
+                loss = loss_fn(model(x), y) / num_microbatches
                 loss.backward()
                 step_loss += float(loss.detach())
             opt.step()
@@ -203,7 +201,7 @@ def steps_to_target(history: History, target: float) -> int | None:
     steps-versus-samples trade-off.
     """
     if not history.eval_loss:
-        raise ValueError("history has no eval losses: train with eval_data to measure steps to a target")
+        raise ValueError("history 没有验证损失：训练时给出 eval_data 才能测到达目标所需的步数")
     return next((s for s, loss in zip(history.eval_step, history.eval_loss) if loss <= target), None)
 
 
@@ -215,7 +213,7 @@ def sweep(configs: list[dict], *, progress: bool = False, **common) -> list[Hist
     shows one bar over the runs.
     """
     if not configs:
-        raise ValueError("configs is empty: give at least one run")
+        raise ValueError("configs 为空：至少给出一次运行")
     runs = range(len(configs))
     bar = None
     if progress:
@@ -226,7 +224,7 @@ def sweep(configs: list[dict], *, progress: bool = False, **common) -> list[Hist
     for i in runs:
         kwargs = {**common, **configs[i]}
         if "model" not in kwargs or "data" not in kwargs:
-            raise ValueError(f"run {i} has no 'model' or no 'data': give them in common or in the config")
+            raise ValueError(f"第 {i} 次运行缺少 'model' 或 'data'：在公共参数或该配置中给出")
         model = kwargs.pop("model")
         model = copy.deepcopy(model) if isinstance(model, nn.Module) else model()
         data = kwargs.pop("data")
