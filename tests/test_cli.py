@@ -82,3 +82,44 @@ def test_device_text_output_reads_memory_in_gib(capsys):
 def test_seq_len_defaults_to_the_models_context(capsys):
     out = run_json(["plan", "--model", "tiny", "--global-batch", "8", "--micro-batch", "2", "--json"], capsys)
     assert out["seq_len"] == 64 and out["tokens_per_step"] == 512
+
+
+def test_plan_reports_memory_per_stage(capsys):
+    from batchlab.memory import MemorySettings, stage_memory
+
+    out = run_json(CASE + ["--micro-batch", "2"], capsys)
+    expect = stage_memory(CASE_STUDY.config, 4, 2, 1024, 16, "1f1b", MemorySettings(data_parallel=2))
+    assert out["schedule"] == "1f1b" and out["recompute"] == "none" and out["precision"] == "bf16-mixed"
+    assert out["model_state_bytes_per_stage"] == [s.states.total for s in expect.stages]
+    assert out["activation_bytes_per_stage"] == [s.activation_bytes for s in expect.stages]
+    assert out["peak_bytes_per_stage"] == expect.peak_bytes_per_stage
+    assert out["peak_memory_fraction"] == expect.peak_memory_fraction
+    assert all(isinstance(v, int) for v in out["activation_bytes_per_stage"])
+
+
+def test_memory_flags_change_the_answer(capsys):
+    base = run_json(CASE + ["--micro-batch", "2"], capsys)
+    gpipe = run_json(CASE + ["--micro-batch", "2", "--schedule", "gpipe"], capsys)
+    full = run_json(CASE + ["--micro-batch", "2", "--recompute", "full"], capsys)
+    zero = run_json(CASE + ["--micro-batch", "2", "--zero1"], capsys)
+    fp32 = run_json(CASE + ["--micro-batch", "2", "--precision", "fp32"], capsys)
+    small = run_json(CASE + ["--micro-batch", "2", "--device-memory-gb", "16"], capsys)
+    assert gpipe["in_flight_microbatches"] == [16] * 4 and base["in_flight_microbatches"] == [4, 3, 2, 1]
+    assert gpipe["peak_memory_fraction"] > base["peak_memory_fraction"] > full["peak_memory_fraction"]
+    assert zero["model_state_bytes_per_stage"][1] < base["model_state_bytes_per_stage"][1]
+    assert fp32["activation_bytes_per_stage"][1] == 2 * base["activation_bytes_per_stage"][1]
+    assert small["peak_memory_fraction"] == pytest.approx(4 * base["peak_memory_fraction"])
+    assert run_json(["plan", "--model", "tiny", "--global-batch", "8", "--micro-batch", "2", "--json"],
+                    capsys)["precision"] == "fp32"
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["--recompute", "partial"], "invalid choice: 'partial'"),
+    (["--schedule", "zb"], "invalid choice: 'zb'"),
+    (["--device-memory-gb", "0"], "device_memory_gib = 0.0：必须是有限的正数"),
+    (["--precision", "fp8"], "invalid choice: 'fp8'"),
+])
+def test_bad_memory_flags_exit_2(args, reason):
+    base = ["plan", "--global-batch", "64", "--micro-batch", "2", "--data-parallel", "2", "--pipeline-stages", "4"]
+    proc = subprocess.run([sys.executable, "-m", "batchlab", *base, *args], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and reason in proc.stderr

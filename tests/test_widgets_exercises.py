@@ -55,6 +55,10 @@ def test_exercise_answers_are_the_books_numbers():
     assert expected("4.1-3") == pytest.approx(7 / 15) and expected("4.1-5") == pytest.approx(0.5)
     assert expected("4.2-1") == pytest.approx(0.024) and expected("4.2-2") == pytest.approx(0.012)
     assert expected("4.2-3") == pytest.approx(5.0) and expected("4.2-4") == pytest.approx(9.0)
+    # 4.3: 16 B/param; 12 layers × (12·1600² + 13·1600) × 16 B; s·b·h·(34 + 5as/h) for one layer
+    assert expected("4.3-1") == 16 and expected("4.3-3") == 8 and expected("4.3-5") == 1.0
+    assert expected("4.3-2") == pytest.approx(12 * (12 * 1600**2 + 13 * 1600) * 16 / 2**30)
+    assert expected("4.3-4") == pytest.approx((34 * 1024 * 2 * 1600 + 5 * 25 * 1024**2 * 2) / 2**30)
 
 
 @pytest.mark.parametrize("answer, says", [(None, "还没有作答"), ("8", "请填一个数字"), (True, "请填一个数字")])

@@ -8,10 +8,12 @@ way. :data:`LAYERS` lists every module by layer; ``tests/test_layers.py`` reads 
   ``checks`` (argument rules), ``presets`` (GPT-2 shapes, parameter counts), ``case`` (the lecture's
   case study as data), ``batching`` (the batch arithmetic of 4.1), ``partition`` (layers per pipeline
   stage), ``pipeline_schedules`` (GPipe/1F1B orders, in-flight micro-batches, simulator),
-  ``sampling`` (E‖G_B − G‖², the two-batch estimator), ``scaling`` (learning-rate rules, McCandlish
-  et al.'s trade-off), ``npu_smi`` (parses ``npu-smi info``).
+  ``sampling`` (E‖G_B − G‖², the two-batch estimator), ``memory`` (bytes per pipeline stage, the
+  lecture's micro-batch growth procedure), ``scaling`` (learning-rate rules, McCandlish et al.'s
+  trade-off), ``npu_smi`` (parses ``npu-smi info``).
 * **measurement** — torch on the reader's NPU, GPU or CPU. ``device`` (choosing and timing a device),
-  ``device_memory`` (reading its memory), ``model`` (the GPT), ``data`` (a seeded Markov corpus),
+  ``device_memory`` (reading its memory), ``memory_meter`` (saved activations, step peaks, the growth
+  procedure on a device), ``model`` (the GPT), ``data`` (a seeded Markov corpus),
   ``noise`` (per-sample gradients, noise scale), ``optim`` (LAMB), ``train`` (the training loop).
 * **presentation** — ``ui`` (figures, widgets, exercises and tables, one module per topic) and ``cli``
   (``python -m batchlab``).
@@ -21,10 +23,10 @@ Import the submodule you need: ``from batchlab.batching import plan_batch``.
 __version__ = "0.1.0"
 
 LAYERS: dict[str, tuple[str, ...]] = {
-    "math": ("checks", "presets", "case", "batching", "partition", "pipeline_schedules", "sampling",
+    "math": ("checks", "presets", "case", "batching", "partition", "pipeline_schedules", "sampling", "memory",
              "scaling", "npu_smi"),
-    "measurement": ("device", "device_memory", "model", "data", "noise", "optim", "train"),
-    "presentation": ("ui", "ui.style", "ui.tables", "ui.batch", "ui.pipeline", "ui.noise", "ui.convergence",
+    "measurement": ("device", "device_memory", "memory_meter", "model", "data", "noise", "optim", "train"),
+    "presentation": ("ui", "ui.style", "ui.tables", "ui.batch", "ui.pipeline", "ui.noise", "ui.memory", "ui.convergence",
                      "ui.exercises", "ui.exercises.base", "ui.exercises.chapter_4_1",
-                     "ui.exercises.chapter_4_2", "cli", "__main__"),
+                     "ui.exercises.chapter_4_2", "ui.exercises.chapter_4_3", "cli", "__main__"),
 }

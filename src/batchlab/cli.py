@@ -17,7 +17,10 @@ from typing import Any, Callable, Sequence
 
 from .batching import plan_batch
 from .case import CASE_STUDY
+from .memory import (DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, PRECISIONS, RECOMPUTE_MODES, MemorySettings,
+                     default_precision, stage_memory)
 from .partition import partition_layers
+from .pipeline_schedules import SCHEDULES
 from .presets import PRESETS, count_params, get_config  # no torch: `plan` answers instantly
 
 __all__ = ["main", "plan_report", "COMMANDS"]
@@ -34,8 +37,11 @@ class _Parser(argparse.ArgumentParser):
 
 def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_size: int,
                 pipeline_stages: int = 1, data_parallel: int = 1,
-                stated_grad_accum: int | None = None) -> dict:
-    """Everything ``plan`` prints, as a JSON-able dict. Raises ValueError on invalid input."""
+                stated_grad_accum: int | None = None, *, schedule: str = "1f1b", recompute: str = "none",
+                precision: str | None = None, optimizer: str = "adam", zero1: bool = False,
+                device_memory_gib: float = DEVICE_MEMORY_GIB) -> dict:
+    """Everything ``plan`` prints, as a JSON-able dict. Raises ValueError on invalid input.
+    ``precision`` None takes the model's default (16-bit mixed for GPT-2, fp32 for the small models)."""
     config = get_config(model)
     seq_len = config.n_positions if seq_len is None else seq_len
     if seq_len < 1 or seq_len > config.n_positions:
@@ -43,6 +49,10 @@ def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_
     stages = partition_layers(config, pipeline_stages)  # every stage needs a layer
     plan = plan_batch(micro_batch_size, pipeline_stages, data_parallel,
                       global_batch=global_batch, stated_grad_accum=stated_grad_accum)
+    settings = MemorySettings(precision=precision or default_precision(config), optimizer=optimizer, zero1=zero1,
+                              data_parallel=data_parallel, recompute=recompute)
+    memory = stage_memory(config, pipeline_stages, micro_batch_size, seq_len, plan.num_microbatches, schedule,
+                          settings, device_memory_gib)
     return {
         "model": model,
         "params": count_params(config),
@@ -50,6 +60,12 @@ def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_
         "tokens_per_step": plan.tokens_per_step(seq_len),
         "layers_per_stage": [stage.num_layers for stage in stages],
         **plan.to_dict(),
+        "schedule": schedule,
+        "recompute": recompute,
+        "precision": settings.precision,
+        "optimizer": optimizer,
+        "zero1": zero1,
+        **memory.to_dict(),
     }
 
 
@@ -65,11 +81,25 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grad-accum", type=int, default=None,
                         help="a stated gradient-accumulation count, checked against both readings: "
                              "pipeline fills m/p (the lecture) or micro-batches m (DeepSpeed)")
+    memory = parser.add_argument_group("memory per stage (chapter 4.3)")
+    memory.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
+                        help="pipeline schedule: decides how many micro-batches a stage holds (default 1f1b)")
+    memory.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none",
+                        help="activation recomputation (default none)")
+    memory.add_argument("--precision", choices=list(PRECISIONS), default=None,
+                        help="default: bf16-mixed for GPT-2 sizes, fp32 for the small models")
+    memory.add_argument("--optimizer", choices=list(OPTIMIZER_STATES), default="adam",
+                        help="decides the optimizer-state bytes (default adam)")
+    memory.add_argument("--zero1", action="store_true", help="shard optimizer states over data parallel (ZeRO-1)")
+    memory.add_argument("--device-memory-gb", type=float, default=DEVICE_MEMORY_GIB,
+                        help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
 
 
 def _plan(args: argparse.Namespace) -> dict:
     return plan_report(args.model, args.seq_len, args.global_batch, args.micro_batch,
-                       args.pipeline_stages, args.data_parallel, args.grad_accum)
+                       args.pipeline_stages, args.data_parallel, args.grad_accum, schedule=args.schedule,
+                       recompute=args.recompute, precision=args.precision, optimizer=args.optimizer,
+                       zero1=args.zero1, device_memory_gib=args.device_memory_gb)
 
 
 def _plan_text(report: dict) -> str:
@@ -86,6 +116,17 @@ def _plan_text(report: dict) -> str:
         "(= num_microbatches / pipeline_stages, the lecture's gradient-accumulation count)",
         f"bubble_fraction  {report['bubble_fraction']:.3f}  = (p-1)/(m+p-1)",
     ]
+    gib = lambda values: "[" + ", ".join(f"{v / GIB:.1f}" for v in values) + "] GiB"  # noqa: E731
+    lines += [
+        f"memory           {report['schedule']}, recompute {report['recompute']}, {report['precision']}, "
+        f"{report['optimizer']}{' + ZeRO-1' if report['zero1'] else ''}; in flight {report['in_flight_microbatches']}",
+        f"  model states   {gib(report['model_state_bytes_per_stage'])}",
+        f"  activations    {gib(report['activation_bytes_per_stage'])}",
+        f"  peak           {gib(report['peak_bytes_per_stage'])}  = {report['peak_memory_fraction']:.1%} of "
+        f"{report['device_memory_bytes'] / GIB:g} GiB (worst stage)",
+    ]
+    if report["peak_memory_fraction"] > 1:
+        lines.append("warning          the worst stage does not fit: try --recompute, more stages or a smaller micro-batch")
     if report["grad_accum_reading"] is not None:
         lines.append(f"--grad-accum     matches the reading '{report['grad_accum_reading']}'")
     if not report["enough_microbatches"]:

@@ -11,8 +11,10 @@ import math
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 
-from .checks import at_most
+from .checks import at_most, one_of
+from .memory import RECOMPUTE_MODES
 from .presets import PRESETS, PUBLISHED_PARAMS, GPTConfig, count_params, get_config
 
 __all__ = ["GPTConfig", "PRESETS", "PUBLISHED_PARAMS", "get_config", "count_params", "GPT"]
@@ -26,16 +28,23 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.d_model, config.d_model)
         self.attn_drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, recompute: bool = False) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.c_attn(x).split(d, dim=2)
         q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
+        # Selective recomputation (Korthikanti et al. 2022): keep q, k, v and redo the s×s part in the
+        # backward pass instead of storing it.
+        y = checkpoint(self._attend, q, k, v, use_reentrant=False) if recompute else self._attend(q, k, v)
+        return self.c_proj(y.transpose(1, 2).reshape(b, t, d))
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        t = q.shape[-2]
         # Written out rather than F.scaled_dot_product_attention: readable, vmap-friendly (per-sample
         # gradients), and it materialises the s×s score matrix that the memory model of 4.3 counts.
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.n_head)
-        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
         att = self.attn_drop(scores.masked_fill(~causal, float("-inf")).softmax(dim=-1))
-        return self.c_proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        return att @ v
 
 
 class MLP(nn.Module):
@@ -59,18 +68,25 @@ class Block(nn.Module):
         self.mlp = MLP(config)
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.ln_1(x)))
+    def forward(self, x: torch.Tensor, recompute_attention: bool = False) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln_1(x), recompute=recompute_attention))
         return x + self.drop(self.mlp(self.ln_2(x)))
 
 
 class GPT(nn.Module):
     """A GPT-2-style decoder of any preset's shape, from ``tiny`` (trains on a laptop) to ``gpt2-xl``
-    (built only on the ``meta`` device). ``forward(idx)`` returns logits of shape [batch, seq, vocab]."""
+    (built only on the ``meta`` device). ``forward(idx)`` returns logits of shape [batch, seq, vocab].
 
-    def __init__(self, config: GPTConfig, seed: int | None = 0) -> None:
+    ``recompute`` trades compute for activation memory while training (4.3): ``"selective"``
+    recomputes each layer's attention scores in the backward pass, ``"full"`` keeps only each layer's
+    input and recomputes the whole layer (``torch.utils.checkpoint``, non-reentrant). Gradients are
+    the same; only what is stored, and the time, change.
+    """
+
+    def __init__(self, config: GPTConfig, seed: int | None = 0, recompute: str = "none") -> None:
         super().__init__()
         self.config = config
+        self.recompute = one_of("recompute", recompute, RECOMPUTE_MODES)
         if seed is not None:
             # Build under a private generator state so that model init never depends on
             # (or disturbs) whatever random numbers the caller drew before.
@@ -107,8 +123,12 @@ class GPT(nn.Module):
         t = at_most("seq_len", idx.shape[-1], self.config.n_positions, "n_positions")
         pos = torch.arange(t, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
+        one_of("recompute", self.recompute, RECOMPUTE_MODES)
         for block in self.blocks:
-            x = block(x)
+            if self.recompute == "full" and torch.is_grad_enabled():
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x, recompute_attention=self.recompute == "selective" and torch.is_grad_enabled())
         head = self.wte.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(self.ln_f(x), head)
 

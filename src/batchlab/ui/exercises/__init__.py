@@ -12,9 +12,10 @@ from typing import Any
 from .base import Exercise
 from .chapter_4_1 import EXERCISES as _CHAPTER_4_1
 from .chapter_4_2 import EXERCISES as _CHAPTER_4_2
+from .chapter_4_3 import EXERCISES as _CHAPTER_4_3
 
 # Every exercise of the book by id ("4.1-3"); each chapter's set lives in its own module.
-EXERCISES: dict[str, Exercise] = {**_CHAPTER_4_1, **_CHAPTER_4_2}
+EXERCISES: dict[str, Exercise] = {**_CHAPTER_4_1, **_CHAPTER_4_2, **_CHAPTER_4_3}
 
 __all__ = ["Exercise", "EXERCISES", "check", "is_correct", "expected"]
 

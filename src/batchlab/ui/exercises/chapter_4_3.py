@@ -1,0 +1,60 @@
+"""Exercises of chapter 4.3; answers are computed by batchlab when checked, never typed in."""
+from __future__ import annotations
+
+from ...case import CASE_STUDY
+from ...memory import GIB, MemorySettings, bytes_per_param, layer_activation_bytes, stage_memory
+from ...pipeline_schedules import in_flight_microbatches
+from ...presets import get_config
+from .base import Exercise
+
+__all__ = ["EXERCISES"]
+
+
+def _case_stage_states_gib(stage: int) -> float:
+    case = CASE_STUDY
+    report = stage_memory(case.config, case.pipeline_stages, case.micro_batch_size, case.seq_len,
+                          case.plan().num_microbatches, "1f1b", MemorySettings(data_parallel=case.data_parallel))
+    return report.stages[stage].states.total / GIB
+
+
+def _stage0_growth_when_global_doubles() -> float:
+    case = CASE_STUDY
+    before, after = (stage_memory(case.config, case.pipeline_stages, case.micro_batch_size, case.seq_len, m, "1f1b",
+                                  MemorySettings(data_parallel=case.data_parallel)).stages[0].activation_bytes
+                     for m in (16, 32))
+    return after / before
+
+
+EXERCISES: dict[str, Exercise] = {
+    "4.3-1": Exercise(
+        "16 位混合精度 + Adam 训练时，每个参数在参数、梯度、优化器状态（含 fp32 主权重）上一共占多少字节？",
+        lambda: sum(bytes_per_param("bf16-mixed", "adam").values()),
+        "参数 2 + 梯度 2 + fp32 主权重 4 + Adam 两个动量各 4。",
+    ),
+    "4.3-2": Exercise(
+        "案例初始配置（GPT-2 1.5B，4 级流水线，16 位混合精度 Adam，无 ZeRO）中，中间阶段（阶段 1，12 层）"
+        "的模型状态占多少 GiB？（保留两位小数）",
+        lambda: _case_stage_states_gib(1),
+        "一层参数 12·d² + 13·d，d = 1600；乘以 12 层，再乘以每参数 16 字节，除以 2³⁰。",
+        rel_tol=5e-3,
+    ),
+    "4.3-3": Exercise(
+        "8 级流水线、32 个微批次，1F1B 调度下阶段 0 最多同时保存几个微批次的激活值？",
+        lambda: in_flight_microbatches("1f1b", 8, 32)[0],
+        "1F1B 的阶段 s 最多持有 min(p − s, m) 个微批次。",
+    ),
+    "4.3-4": Exercise(
+        "GPT-2 1.5B 的一层（h = 1600，a = 25），s = 1024，微批次大小 2，16 位、有 dropout、不重计算，"
+        "按 Korthikanti et al. 2022 需要保存多少 GiB 激活值？（保留两位小数）",
+        lambda: layer_activation_bytes(get_config("gpt2-xl"), 2, 1024,
+                                       MemorySettings(precision="bf16-mixed", dropout=True)) / GIB,
+        "s·b·h·(34 + 5·a·s/h) 字节。",
+        rel_tol=5e-3,
+    ),
+    "4.3-5": Exercise(
+        "案例初始配置用 1F1B，微批次大小不变，把 Global Batch 从 64 增大到 128（m 从 16 变为 32）。"
+        "阶段 0 的激活显存变为原来的几倍？",
+        _stage0_growth_when_global_doubles,
+        "1F1B 的阶段 0 最多持有 min(p, m) 个微批次；m 已经不小于 p 时，再增大 m 不增加在途微批次。",
+    ),
+}

@@ -1,0 +1,306 @@
+"""Memory figures and the memory explorer (4.3).
+
+Every number comes from :func:`batchlab.memory.stage_memory` (and :func:`batchlab.batching.plan_batch`
+for the micro-batch count); this module only stacks the parts of each stage's peak into bars, marks
+what does not fit, and redraws when a control moves. The memory model is pure math, so a change is
+recomputed in full each time.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import replace
+from typing import TYPE_CHECKING, Sequence
+
+import ipywidgets as widgets
+
+from ..batching import BatchPlan, plan_batch
+from ..case import CASE_STUDY
+from ..checks import at_most, one_of
+from ..memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, MemoryReport, MemorySettings,
+                      default_precision, stage_memory)
+from ..pipeline_schedules import SCHEDULES
+from ..presets import PRESETS, get_config
+from .style import PALETTE, new_axes, render_error_html
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["OVERFLOW_COLOUR", "MEASURED_COLOUR", "plot_stage_memory", "render_memory_summary_html",
+           "seq_len_options", "MemoryExplorer"]
+
+OVERFLOW_COLOUR = PALETTE[3]
+"""Red: a stage's percentage and the part of its bar above the device's capacity."""
+MEASURED_COLOUR = "black"
+
+# What each stage's bar stacks, bottom to top: (label, colour, bytes of a StageMemory, shown when all
+# zero?). The working set exists only with recomputation.
+_PARTS = (
+    ("参数", PALETTE[0], lambda st: st.states.parameters, True),
+    ("梯度", PALETTE[1], lambda st: st.states.gradients, True),
+    ("优化器状态", PALETTE[2], lambda st: st.states.optimizer, True),
+    ("激活值", PALETTE[4], lambda st: st.activation_bytes, True),
+    ("重计算工作区", PALETTE[8], lambda st: st.working_bytes, False),
+)
+
+
+def _unit(largest_bytes: float) -> tuple[str, float]:
+    """GiB, or MiB when everything shown is under 1 GiB (the book's tiny models)."""
+    return ("GiB", GIB) if largest_bytes >= GIB else ("MiB", GIB / 1024)
+
+
+def _percent(value: float) -> str:
+    return f"{value:.1%}" if value >= 0.001 else "<0.1%"
+
+
+def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
+                      measured: Sequence[float | None] | None = None, title: str | None = None) -> "Figure":
+    """Stacked bars, one per pipeline stage, of the peak memory in ``report`` (from
+    :func:`batchlab.memory.stage_memory`): parameters, gradients, optimizer states, activations and,
+    with recomputation, the working set of the layer being recomputed. A dashed line marks the
+    device's capacity; over each bar its peak as a share of that capacity, in red when the stage does
+    not fit, with the part above the line hatched in red.
+
+    ``measured``: one measured peak in bytes per stage (None where not measured), drawn as black
+    markers. Values are in GiB, or in MiB when everything is under 1 GiB. Draws on ``ax`` when given
+    (an interactive caller clears and reuses it); otherwise on a new pyplot figure.
+    """
+    stages = report.stages
+    if measured is not None and len(measured) != len(stages):
+        raise ValueError(f"measured has {len(measured)} values but the report has {len(stages)} stages: "
+                         "give one (or None) per stage")
+    own_figure = ax is None
+    fig, ax = new_axes(ax, figsize=(7.6, 3.8))
+    capacity = report.device_memory_bytes
+    peaks = report.peak_bytes_per_stage
+    measured = list(measured) if measured is not None else [None] * len(stages)
+    shown = [v for v in measured if v is not None]
+    unit, scale = _unit(max([capacity, *peaks, *shown]))
+    x = list(range(len(stages)))
+    many = len(stages) > 12
+    width = 0.7
+
+    handles = []  # legend, top to bottom: capacity, overflow, measured, then the stack as it is drawn
+    bottoms = [0.0] * len(stages)
+    for label, colour, part, always in _PARTS:
+        values = [part(st) / scale for st in stages]
+        if not always and not any(values):
+            continue
+        handles.insert(0, ax.bar(x, values, width, bottom=bottoms, color=colour, label=label, linewidth=0))
+        bottoms = [b + v for b, v in zip(bottoms, values)]
+    top_handles = [ax.axhline(capacity / scale, color="0.25", ls="--", lw=1.2, zorder=4,
+                              label=f"设备显存 {capacity / scale:.4g} {unit}")]
+    over = [i for i, st in enumerate(stages) if st.peak_bytes > capacity]
+    if over:
+        top_handles.append(ax.bar(
+            [x[i] for i in over], [(peaks[i] - capacity) / scale for i in over], width, bottom=capacity / scale,
+            facecolor="none", edgecolor=OVERFLOW_COLOUR, hatch="///", linewidth=1.5, zorder=3,
+            label="超出显存的部分"))
+    if shown:
+        points = [(i, v / scale) for i, v in enumerate(measured) if v is not None]
+        top_handles += ax.plot([p[0] for p in points], [p[1] for p in points], "D", color=MEASURED_COLOUR,
+                               ms=4 if many else 6, zorder=5, label="实测峰值")
+
+    for i, st in enumerate(stages):
+        marker_on_top = measured[i] is not None and measured[i] / scale > bottoms[i]
+        top = measured[i] / scale if marker_on_top else bottoms[i]
+        red = i in over
+        ax.annotate(_percent(st.peak_bytes / capacity), (x[i], top), xytext=(0, 6 if marker_on_top else 2),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=6 if many else 8, rotation=90 if many else 0,
+                    color=OVERFLOW_COLOUR if red else "0.2", fontweight="bold" if red else "normal")
+
+    ax.set_ylim(0, max([capacity, *peaks, *shown]) / scale * (1.3 if many else 1.15))
+    ax.set_xlim(-0.6, len(stages) - 0.4)
+    ticks = x[::1 if len(stages) <= 16 else 4]
+    ax.set_xticks(ticks, [f"阶段 {i}" if len(stages) <= 8 else str(i) for i in ticks])
+    ax.set_xlabel("流水线阶段")
+    ax.set_ylabel(f"峰值显存 ({unit})")
+    ax.grid(axis="x", visible=False)
+    ax.set_title(title or "各流水线阶段的峰值显存（最满的阶段占设备显存 "
+                 f"{_percent(report.peak_memory_fraction)}）", fontsize=10, y=1.0)
+    ax.legend(handles=top_handles + handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              borderaxespad=0)
+    if own_figure:
+        fig.tight_layout()
+    return fig
+
+
+def _few(counts: list[int]) -> str:
+    """``4、3、2、1``; long lists shortened to their ends."""
+    if len(set(counts)) == 1 and len(counts) > 1:
+        return f"都是 {counts[0]}"
+    shown = [str(c) for c in counts]
+    return "、".join(shown if len(shown) <= 8 else [*shown[:3], "…", *shown[-2:]])
+
+
+def render_memory_summary_html(report: MemoryReport, plan: BatchPlan, schedule: str) -> str:
+    """The explorer's one-line summary; every number is read from ``report`` and ``plan``."""
+    peaks = report.peak_bytes_per_stage
+    worst = peaks.index(max(peaks))
+    capacity = report.device_memory_bytes
+    unit, scale = _unit(max(capacity, *peaks))
+    verdict = ('<b style="color:#2a7d2a">放得下</b>' if report.fits else
+               f'<b style="color:{OVERFLOW_COLOUR}">放不下</b>'
+               f"（超出 {(peaks[worst] - capacity) / scale:.2f} {unit}）")
+    warn = "" if plan.enough_microbatches else (
+        f'<br><span style="color:#b06000">微批次数 {plan.num_microbatches} 少于阶段数 {plan.pipeline_stages}：'
+        "流水线填不满</span>")
+    return (
+        f"<div>最满的是阶段 {worst}：峰值 <b>{peaks[worst] / scale:.2f} {unit}</b>，占设备显存"
+        f"（{capacity / scale:.4g} {unit}）的 <b>{_percent(report.peak_memory_fraction)}</b>，{verdict}；"
+        f"每个副本 m = <b>{plan.num_microbatches}</b> 个微批次，{html.escape(SCHEDULES.get(schedule, schedule))} "
+        f"下各阶段同时保存的微批次数：{_few([st.in_flight for st in report.stages])}{warn}</div>"
+    )
+
+
+def seq_len_options(n_positions: int, extra: int | None = None) -> list[int]:
+    """The sequence lengths the explorer offers: powers of two up to ``n_positions``, ``n_positions``
+    itself and ``extra`` (a starting value that is not a power of two)."""
+    options = {1 << k for k in range(n_positions.bit_length()) if 1 << k <= n_positions} | {n_positions}
+    if extra is not None:
+        options.add(extra)
+    return sorted(options)
+
+
+class MemoryExplorer(widgets.VBox):
+    """Memory explorer for 4.3: choose the model, micro-batch size, sequence length, schedule,
+    recomputation, precision, stages, global batch, data parallelism and the device's memory, and see
+    each pipeline stage's peak memory stacked by part against the device's capacity.
+
+    Defaults to the lecture's case study (:data:`batchlab.case.CASE_STUDY`). A new model resets the
+    precision to :func:`batchlab.memory.default_precision` and the sequence-length choices to its
+    ``n_positions``. An invalid combination shows its message (``render_error_html``) and keeps the
+    last figure; ``.report`` is then None.
+
+    ``measured`` maps ``(model, micro_batch_size, seq_len, recompute)`` to measured peak bytes, one per
+    stage (or None); they are drawn when the controls match the key and the stage count matches.
+    One matplotlib figure, not registered with pyplot, is cleared and redrawn on each change; its PNG
+    is ``.png`` and shown in ``.output``.
+    """
+
+    def __init__(self, model: str = CASE_STUDY.model, micro_batch_size: int = CASE_STUDY.micro_batch_size,
+                 seq_len: int = CASE_STUDY.seq_len, global_batch: int = CASE_STUDY.global_batch,
+                 pipeline_stages: int = CASE_STUDY.pipeline_stages, data_parallel: int = CASE_STUDY.data_parallel,
+                 schedule: str = "1f1b", recompute: str = "none", precision: str | None = None,
+                 device_memory_gib: float = DEVICE_MEMORY_GIB, settings: MemorySettings | None = None,
+                 measured: dict | None = None) -> None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        config = get_config(model)
+        at_most("seq_len", seq_len, config.n_positions, f"{config.name} 的 n_positions")
+        one_of("schedule", schedule, SCHEDULES)
+        one_of("recompute", recompute, RECOMPUTE_MODES)
+        precision = one_of("precision", default_precision(config) if precision is None else precision, PRECISIONS)
+        # Optimizer, ZeRO-1, attention and dropout are no controls: they come from ``settings``.
+        self.settings = settings or MemorySettings()
+        self.measured = dict(measured or {})
+        style = {"description_width": "150px"}
+        wide, narrow = widgets.Layout(width="460px"), widgets.Layout(width="260px")
+        self.controls = {
+            "model": widgets.Dropdown(options=list(PRESETS), value=model, description="模型", style=style,
+                                      layout=narrow),
+            "micro_batch_size": widgets.IntSlider(value=micro_batch_size, min=1, max=64, description="微批次大小",
+                                                  continuous_update=False, style=style, layout=wide),
+            "seq_len": widgets.SelectionSlider(options=seq_len_options(config.n_positions, seq_len), value=seq_len,
+                                               description="序列长度", continuous_update=False, style=style,
+                                               layout=wide),
+            "schedule": widgets.ToggleButtons(options=[(label, key) for key, label in SCHEDULES.items()],
+                                              value=schedule, description="流水线调度", style=style),
+            "recompute": widgets.Dropdown(options=[(label, key) for key, label in RECOMPUTE_MODES.items()],
+                                          value=recompute, description="重计算", style=style, layout=wide),
+            "precision": widgets.Dropdown(options=[(label, key) for key, label in PRECISIONS.items()],
+                                          value=precision, description="精度", style=style, layout=wide),
+            "pipeline_stages": widgets.BoundedIntText(value=pipeline_stages, min=1, max=48,
+                                                      description="流水线阶段数 (PP)", style=style, layout=narrow),
+            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=1_000_000,
+                                                   description="全局批大小", style=style, layout=narrow),
+            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=4096,
+                                                    description="数据并行度 (DP)", style=style, layout=narrow),
+            "device_memory_gib": widgets.FloatText(value=device_memory_gib, description="设备显存 (GiB)",
+                                                   style=style, layout=narrow),
+        }
+        self.summary = widgets.HTML()
+        self.output = widgets.Output()
+        self.figure = Figure(figsize=(8.4, 3.8))
+        FigureCanvasAgg(self.figure)
+        self._ax = self.figure.add_subplot()
+        # Fixed margins instead of tight_layout (recomputed per change otherwise); the legend sits right.
+        self.figure.subplots_adjust(left=0.08, right=0.78, bottom=0.14, top=0.9)
+        self.png = b""
+        self.report: MemoryReport | None = None
+        self.plan: BatchPlan | None = None
+        self.error: str | None = None
+        self._quiet = False
+        self.controls["model"].observe(self._on_model, names="value")
+        for name, control in self.controls.items():
+            if name != "model":
+                control.observe(self._update, names="value")
+        c = self.controls
+        super().__init__([
+            widgets.HBox([c["model"], c["pipeline_stages"]]),
+            c["micro_batch_size"], c["seq_len"], c["schedule"], c["recompute"], c["precision"],
+            widgets.HBox([c["global_batch"], c["data_parallel"], c["device_memory_gib"]]),
+            self.summary, self.output,
+        ])
+        self._update()
+
+    def _on_model(self, _change: object = None) -> None:
+        config = get_config(self.controls["model"].value)
+        seq = self.controls["seq_len"]
+        options = seq_len_options(config.n_positions)
+        keep = max(v for v in options if v <= seq.value)  # the same length, or the longest that fits
+        self._quiet = True  # one recomputation for the whole change, not one per control touched
+        try:
+            seq.options = options
+            seq.value = keep
+            self.controls["precision"].value = default_precision(config)
+        finally:
+            self._quiet = False
+        self._update()
+
+    def _measured_for(self, values: dict, stages: int) -> list | None:
+        points = self.measured.get((values["model"], values["micro_batch_size"], values["seq_len"],
+                                    values["recompute"]))
+        return list(points) if points is not None and len(points) == stages else None
+
+    def _update(self, _change: object = None) -> None:
+        if self._quiet:
+            return
+        v = {name: c.value for name, c in self.controls.items()}
+        try:
+            config = get_config(v["model"])
+            plan = plan_batch(v["micro_batch_size"], v["pipeline_stages"], v["data_parallel"],
+                              global_batch=v["global_batch"])
+            settings = replace(self.settings, precision=v["precision"], recompute=v["recompute"],
+                               data_parallel=v["data_parallel"])
+            report = stage_memory(config, v["pipeline_stages"], v["micro_batch_size"], v["seq_len"],
+                                  plan.num_microbatches, v["schedule"], settings, v["device_memory_gib"])
+        except ValueError as err:
+            self.report, self.plan, self.error = None, None, str(err)
+            self.summary.value = render_error_html(str(err))
+            return  # the last figure stays
+        self.report, self.plan, self.error = report, plan, None
+        self.summary.value = render_memory_summary_html(report, plan, v["schedule"])
+        title = (f"{config.name}，{SCHEDULES[v['schedule']]}，{v['pipeline_stages']} 个阶段，"
+                 f"m = {plan.num_microbatches}，微批次 {v['micro_batch_size']} × 序列 {v['seq_len']}")
+        self._draw(report, self._measured_for(v, len(report.stages)), title)
+
+    def _draw(self, report: MemoryReport, measured: list | None, title: str) -> None:
+        import io
+
+        from IPython.display import Image, clear_output, display
+        from PIL import Image as PILImage
+
+        self._ax.clear()
+        plot_stage_memory(report, ax=self._ax, measured=measured, title=title)
+        canvas = self.figure.canvas
+        canvas.draw()
+        width, height = canvas.get_width_height()
+        buffer = io.BytesIO()
+        PILImage.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(
+            buffer, format="png", compress_level=1)
+        self.png = buffer.getvalue()
+        with self.output:
+            clear_output(wait=True)
+            display(Image(data=self.png, format="png"))

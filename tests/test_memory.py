@@ -1,0 +1,132 @@
+"""The memory model of 4.3 (pure math): model states, activations after Korthikanti et al., schedules."""
+import pytest
+from hypothesis import given, strategies as st
+
+from batchlab.memory import (GIB, MemorySettings, bytes_per_param, grow_micro_batch, layer_activation_bytes,
+                             model_states, stage_activation_bytes, stage_memory)
+from batchlab.partition import partition_layers
+from batchlab.presets import GPTConfig, get_config
+
+XL = get_config("gpt2-xl")
+MIXED = MemorySettings(precision="bf16-mixed", dropout=True)
+
+
+def test_bytes_per_parameter_table():
+    assert sum(bytes_per_param("bf16-mixed", "adam").values()) == 16  # 2 + 2 + 12
+    assert bytes_per_param("bf16-mixed", "adam") == {"parameters": 2, "gradients": 2, "optimizer": 12}
+    assert sum(bytes_per_param("fp32", "adam").values()) == 16
+    assert sum(bytes_per_param("fp32", "sgd").values()) == 8
+    assert sum(bytes_per_param("fp32", "sgd-momentum").values()) == 12
+    assert sum(bytes_per_param("bf16-mixed", "sgd").values()) == 8  # the fp32 master copy stays
+
+
+def test_zero1_shards_only_the_optimizer_states():
+    full = model_states(1000, "bf16-mixed", "adam")
+    sharded = model_states(1000, "bf16-mixed", "adam", zero1=True, data_parallel=4)
+    assert (sharded.parameters, sharded.gradients) == (full.parameters, full.gradients) == (2000, 2000)
+    assert sharded.optimizer == full.optimizer // 4 == 3000
+
+
+@given(s=st.integers(1, 2048), b=st.integers(1, 16), heads=st.integers(1, 32), head_dim=st.integers(1, 128))
+def test_korthikanti_per_layer_formula(s, b, heads, head_dim):
+    h = heads * head_dim
+    config = GPTConfig(n_layer=1, n_head=heads, d_model=h, vocab_size=8, n_positions=2048)
+    # 16-bit activations, 1-byte dropout masks: s·b·h·(34 + 5·a·s/h), written as integers
+    assert layer_activation_bytes(config, b, s, MIXED) == 34 * s * b * h + 5 * heads * s * s * b
+    assert layer_activation_bytes(config, b, s, MIXED, recompute="selective") == 34 * s * b * h
+    assert layer_activation_bytes(config, b, s, MIXED, recompute="full") == 2 * s * b * h
+    fused = MemorySettings(precision="bf16-mixed", dropout=True, attention="fused")
+    assert layer_activation_bytes(config, b, s, fused) == 34 * s * b * h
+    # fp32, no dropout (the book's CPU runs): 64·sbh + 4·as²b
+    fp32 = MemorySettings(precision="fp32", dropout=False)
+    assert layer_activation_bytes(config, b, s, fp32) == 64 * s * b * h + 4 * heads * s * s * b
+
+
+def test_logits_sit_on_the_last_stage_and_are_large_at_gpt2_vocabulary():
+    first, *_, last = partition_layers(XL, 4)
+    act = {st.index: stage_activation_bytes(XL, st, 2, 1024, MIXED) for st in (first, last)}
+    logits = 4 * 1024 * 2 * 50257
+    sbh, sb = 1024 * 2 * 1600, 1024 * 2
+    # last: final-LN and head inputs (2·e·sbh) + fp32 logits; first: token ids (8·sb) + embedding dropout mask
+    assert act[3] - act[0] == logits + 2 * 2 * sbh - (8 * sb + sbh)
+    assert logits / layer_activation_bytes(XL, 2, 1024, MIXED) > 0.5  # more than half a layer's activations
+
+
+def test_schedules_decide_in_flight_activations():
+    gpipe = stage_memory(XL, 4, 2, 1024, 16, "gpipe", MemorySettings(data_parallel=2))
+    onef = stage_memory(XL, 4, 2, 1024, 16, "1f1b", MemorySettings(data_parallel=2))
+    assert [s.in_flight for s in gpipe.stages] == [16] * 4 and [s.in_flight for s in onef.stages] == [4, 3, 2, 1]
+    assert [s.states for s in gpipe.stages] == [s.states for s in onef.stages]
+    for g, o in zip(gpipe.stages, onef.stages):
+        assert g.activation_bytes * o.in_flight == o.activation_bytes * g.in_flight
+    assert gpipe.peak_memory_fraction > onef.peak_memory_fraction
+    assert gpipe.to_dict()["peak_memory_fraction"] == max(gpipe.peak_bytes_per_stage) / (64 * GIB)
+
+
+def test_recompute_adds_the_working_set_of_one_layer():
+    none = stage_memory(XL, 4, 2, 1024, 16, settings=MemorySettings(data_parallel=2))
+    full = stage_memory(XL, 4, 2, 1024, 16, settings=MemorySettings(data_parallel=2, recompute="full"))
+    assert all(s.working_bytes == 0 for s in none.stages)
+    layer = layer_activation_bytes(XL, 2, 1024, MemorySettings(), recompute="none")
+    assert all(s.working_bytes == layer for s in full.stages)
+    assert full.peak_memory_fraction < none.peak_memory_fraction
+
+
+@given(p=st.integers(1, 8), dp=st.integers(1, 4), exp_global=st.integers(3, 8), exp_micro=st.integers(0, 6))
+def test_1f1b_memory_never_decreases_as_the_micro_batch_grows(p, dp, exp_global, exp_micro):
+    config = get_config("gpt2", n_layer=8)
+    global_batch = dp * 2 ** exp_global
+    micro, bigger = 2 ** min(exp_micro, exp_global), 2 ** min(exp_micro + 1, exp_global)
+    reports = [stage_memory(config, p, b, 128, global_batch // (b * dp), "1f1b", MemorySettings(data_parallel=dp))
+               for b in (micro, bigger)]
+    for small, large in zip(reports[0].stages, reports[1].stages):
+        assert large.peak_bytes >= small.peak_bytes
+
+
+@given(p=st.integers(1, 6), micro=st.integers(1, 16), m=st.integers(1, 16), k=st.sampled_from([2, 4]))
+def test_gpipe_activations_depend_on_micro_times_m_only(p, micro, m, k):
+    config = get_config("gpt2", n_layer=6)
+    a = stage_memory(config, p, micro * k, 64, m, "gpipe")
+    b = stage_memory(config, p, micro, 64, m * k, "gpipe")
+    assert [s.activation_bytes for s in a.stages] == [s.activation_bytes for s in b.stages]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(schedule="zb"), "schedule = 'zb'"),
+    (dict(settings=MemorySettings()), None),
+    (dict(device_memory_gib=0), "device_memory_gib = 0：必须是有限的正数"),
+    (dict(seq_len=2048), "seq_len = 2048 超过了 gpt2-xl 的 n_positions = 1024"),
+])
+def test_stage_memory_rejects_bad_input(kwargs, message):
+    args = dict(config=XL, pipeline_stages=4, micro_batch_size=2, seq_len=1024, num_microbatches=16) | kwargs
+    if message is None:
+        stage_memory(**args)
+        return
+    with pytest.raises(ValueError, match=message):
+        stage_memory(**args)
+    with pytest.raises(ValueError, match="recompute = 'half'"):
+        MemorySettings(recompute="half")
+
+
+@given(threshold=st.integers(1, 300), start=st.integers(1, 4), oom_at=st.one_of(st.none(), st.integers(1, 400)))
+def test_growth_finds_the_largest_fitting_size(threshold, start, oom_at):
+    # peak fraction rises with b and crosses 0.9 just after `threshold`; above `oom_at` the step crashes
+    def measure(b):
+        return None if (oom_at is not None and b >= oom_at) else 0.9 * b / threshold
+
+    result = grow_micro_batch(measure, 0.9, start=start, limit=4096)
+    fitting = [b for b in range(start, 4097) if measure(b) is not None and measure(b) <= 0.9]
+    assert result["best"] == (max(fitting) if fitting else None)
+    assert all(row["fits"] == (row["fraction"] is not None and row["fraction"] <= 0.9) for row in result["tried"])
+    assert len(result["tried"]) <= 2 * 13  # doubling then bisection: logarithmic
+
+
+def test_straight_line_criterion_flips_on_a_curve():
+    from batchlab.memory import straight_line_residual
+
+    b = [1, 2, 4, 8, 16]
+    assert straight_line_residual(b, [100 + 37 * x for x in b]) == pytest.approx(0.0, abs=1e-12)
+    assert straight_line_residual(b, [100 + 37 * x + 0.001 * x * x for x in b]) < 0.01
+    assert straight_line_residual(b, [100 + 37 * x * x for x in b]) > 0.05  # quadratic: not a line
+    with pytest.raises(ValueError, match="至少 3 个"):
+        straight_line_residual([1, 2], [1, 2])

@@ -1,0 +1,242 @@
+import statistics
+import time
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.colors import same_color  # noqa: E402
+
+from batchlab.batching import plan_batch  # noqa: E402
+from batchlab.case import CASE_STUDY  # noqa: E402
+from batchlab.memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, MemorySettings,  # noqa: E402
+                             default_precision, stage_memory)
+from batchlab.pipeline_schedules import SCHEDULES  # noqa: E402
+from batchlab.presets import get_config  # noqa: E402
+from batchlab.ui import memory as memory_ui, style  # noqa: E402
+from batchlab.ui.memory import MemoryExplorer, plot_stage_memory  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def book_style():
+    # The book's fonts (as every chapter sets them), undone after this module.
+    with matplotlib.rc_context():
+        style.setup()
+        yield
+
+
+def case_report(**changes):
+    """The case study's report computed directly, without the widget."""
+    c = dict(model=CASE_STUDY.model, micro_batch_size=CASE_STUDY.micro_batch_size, seq_len=CASE_STUDY.seq_len,
+             global_batch=CASE_STUDY.global_batch, pipeline_stages=CASE_STUDY.pipeline_stages,
+             data_parallel=CASE_STUDY.data_parallel, schedule="1f1b", recompute="none", precision=None,
+             device_memory_gib=DEVICE_MEMORY_GIB)
+    c.update(changes)
+    config = get_config(c["model"])
+    plan = plan_batch(c["micro_batch_size"], c["pipeline_stages"], c["data_parallel"], global_batch=c["global_batch"])
+    settings = MemorySettings(precision=c["precision"] or default_precision(config), recompute=c["recompute"],
+                              data_parallel=c["data_parallel"])
+    return stage_memory(config, c["pipeline_stages"], c["micro_batch_size"], c["seq_len"], plan.num_microbatches,
+                        c["schedule"], settings, c["device_memory_gib"])
+
+
+def red_texts(ax):
+    return [t.get_text() for t in ax.texts if same_color(t.get_color(), memory_ui.OVERFLOW_COLOUR)]
+
+
+def test_default_is_the_case_study():
+    explorer = MemoryExplorer()
+    values = {name: c.value for name, c in explorer.controls.items()}
+    assert values == dict(model="gpt2-xl", micro_batch_size=2, seq_len=1024, schedule="1f1b", recompute="none",
+                          precision="bf16-mixed", pipeline_stages=4, global_batch=64, data_parallel=2,
+                          device_memory_gib=DEVICE_MEMORY_GIB)
+    assert explorer.report == case_report()
+    assert explorer.plan.num_microbatches == 16
+    assert explorer.png.startswith(b"\x89PNG")
+    summary = explorer.summary.value
+    assert "最满的是阶段 0" in summary and "m = <b>16</b>" in summary and "4、3、2、1" in summary
+    assert f"{explorer.report.peak_memory_fraction:.1%}" in summary and "放得下" in summary
+
+
+# Every control, moved to a value that changes both the picture and the report.
+MOVES = [
+    ("model", "gpt2-large"), ("micro_batch_size", 4), ("seq_len", 512), ("schedule", "gpipe"),
+    ("recompute", "selective"), ("recompute", "full"), ("precision", "fp32"), ("pipeline_stages", 8),
+    ("global_batch", 8), ("data_parallel", 4), ("device_memory_gib", 16.0),
+]
+
+
+def test_the_moves_cover_every_control_and_option():
+    assert {name for name, _ in MOVES} == set(MemoryExplorer().controls)
+    explorer = MemoryExplorer()
+    assert [v for _, v in explorer.controls["schedule"].options] == list(SCHEDULES)
+    assert [v for _, v in explorer.controls["recompute"].options] == list(RECOMPUTE_MODES)
+    assert [v for _, v in explorer.controls["precision"].options] == list(PRECISIONS)
+    # Labels come from the math modules' tables, not retyped.
+    assert [label for label, _ in explorer.controls["recompute"].options] == list(RECOMPUTE_MODES.values())
+
+
+@pytest.mark.parametrize("control, value", MOVES)
+def test_every_control_changes_the_figure_and_the_report(control, value):
+    explorer = MemoryExplorer()
+    png, report = explorer.png, explorer.report
+    explorer.controls[control].value = value
+    assert explorer.error is None, explorer.summary.value
+    assert explorer.png != png
+    assert explorer.report != report
+    expected = {"model": dict(model=value, precision="bf16-mixed")}.get(control, {control: value})
+    assert explorer.report == case_report(**expected)
+
+
+def test_a_new_model_resets_precision_and_sequence_lengths():
+    explorer = MemoryExplorer()
+    explorer.controls["precision"].value = "fp32"
+    explorer.controls["model"].value = "gpt2-large"
+    assert explorer.controls["precision"].value == "bf16-mixed" == default_precision(get_config("gpt2-large"))
+    explorer.controls["model"].value = "tiny"
+    assert explorer.controls["precision"].value == "fp32" == default_precision(get_config("tiny"))
+    assert explorer.controls["seq_len"].options == (1, 2, 4, 8, 16, 32, 64)
+    assert explorer.controls["seq_len"].value == 64  # the longest the tiny model takes
+    # tiny has 2 layers, the case study 4 stages: the message, no figure update
+    assert explorer.report is None and "pipeline_stages = 4" in explorer.summary.value
+    explorer.controls["pipeline_stages"].value = 2
+    assert explorer.report == case_report(model="tiny", seq_len=64, pipeline_stages=2, precision="fp32")
+    explorer.controls["model"].value = "gpt2"
+    assert explorer.controls["seq_len"].options[-1] == 1024 and explorer.controls["seq_len"].value == 64
+    assert explorer.controls["precision"].value == "bf16-mixed"
+
+
+@pytest.mark.parametrize("control, value, message", [
+    ("global_batch", 63, "global_batch = 63 不能被 micro_batch_size × data_parallel = 2 × 2 = 4 整除"),
+    ("data_parallel", 3, "不能被 micro_batch_size × data_parallel = 2 × 3 = 6 整除"),
+    ("device_memory_gib", 0.0, "device_memory_gib = 0.0：必须是有限的正数"),
+])
+def test_invalid_input_shows_the_message_and_keeps_the_figure(control, value, message):
+    explorer = MemoryExplorer()
+    png = explorer.png
+    explorer.controls[control].value = value
+    assert message in explorer.summary.value, explorer.summary.value
+    assert "配置无效" in explorer.summary.value and "Traceback" not in explorer.summary.value
+    assert explorer.report is None and explorer.error and explorer.png == png
+    # and a valid value brings the report back
+    explorer.controls[control].value = {"global_batch": 64, "data_parallel": 2, "device_memory_gib": 64.0}[control]
+    assert explorer.report == case_report()
+
+
+def test_more_stages_than_layers_is_reported():
+    explorer = MemoryExplorer(model="gpt2")  # 12 layers
+    explorer.controls["pipeline_stages"].value = 16
+    assert "pipeline_stages = 16" in explorer.summary.value and "12" in explorer.summary.value
+    assert explorer.report is None
+    with pytest.raises(ValueError, match="seq_len = 2048 超过了 gpt2-xl 的 n_positions = 1024"):
+        MemoryExplorer(seq_len=2048)
+
+
+def test_overflow_is_marked_in_red():
+    fits = case_report()
+    fig = plot_stage_memory(fits)
+    ax = fig.axes[0]
+    assert fits.fits and red_texts(ax) == []
+    assert len(ax.texts) == 4 and ax.texts[0].get_text() == f"{fits.stages[0].peak_bytes / fits.device_memory_bytes:.1%}"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0] == "设备显存 64 GiB" and {"参数", "梯度", "优化器状态", "激活值"} <= set(labels)
+    assert "重计算工作区" not in labels and "超出显存的部分" not in labels
+    plt.close(fig)
+
+    tight = case_report(device_memory_gib=12.0)  # stages 0 and 1 (16.1, 12.5 GiB) do not fit
+    fig = plot_stage_memory(tight)
+    ax = fig.axes[0]
+    over = [i for i, st in enumerate(tight.stages) if st.peak_bytes > tight.device_memory_bytes]
+    assert over == [0, 1]
+    assert red_texts(ax) == [f"{tight.stages[i].peak_bytes / tight.device_memory_bytes:.1%}" for i in over]
+    hatched = [p for p in ax.patches if p.get_hatch() and same_color(p.get_edgecolor(), memory_ui.OVERFLOW_COLOUR)]
+    assert len(hatched) == 2
+    assert hatched[0].get_y() == pytest.approx(12.0) and hatched[0].get_height() == pytest.approx(
+        (tight.stages[0].peak_bytes - tight.device_memory_bytes) / GIB)
+    assert "超出显存的部分" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(fig)
+
+
+def test_bars_stack_to_the_peak_and_recompute_adds_its_working_set():
+    report = case_report(recompute="full")
+    fig = plot_stage_memory(report)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "重计算工作区" in labels
+    tops = {}
+    for patch in ax.patches:
+        x = round(patch.get_x() + patch.get_width() / 2)
+        tops[x] = max(tops.get(x, 0.0), patch.get_y() + patch.get_height())
+    assert [tops[i] for i in range(4)] == pytest.approx([b / GIB for b in report.peak_bytes_per_stage])
+    plt.close(fig)
+
+
+def test_measured_markers_are_drawn():
+    report = case_report()
+    measured = [report.stages[0].peak_bytes * 1.01, None, report.stages[2].peak_bytes, None]
+    fig = plot_stage_memory(report, measured=measured)
+    ax = fig.axes[0]
+    (markers,) = [line for line in ax.lines if line.get_label() == "实测峰值"]
+    assert list(markers.get_xdata()) == [0, 2]
+    assert list(markers.get_ydata()) == pytest.approx([measured[0] / GIB, measured[2] / GIB])
+    assert same_color(markers.get_color(), "black")
+    plt.close(fig)
+    fig = plot_stage_memory(report)
+    assert not [line for line in fig.axes[0].lines if line.get_label() == "实测峰值"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="measured has 2 values but the report has 4 stages"):
+        plot_stage_memory(report, measured=[1, 2])
+
+
+def test_tiny_models_are_drawn_in_mib():
+    report = case_report(model="tiny", seq_len=64, pipeline_stages=2, precision="fp32", device_memory_gib=0.5)
+    fig = plot_stage_memory(report)
+    assert fig.axes[0].get_ylabel() == "峰值显存 (MiB)"
+    assert "设备显存 512 MiB" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    plt.close(fig)
+
+
+def test_explorer_draws_measured_points_when_the_state_matches():
+    key = ("tiny", 4, 32, "none")
+    explorer = MemoryExplorer(model="tiny", micro_batch_size=4, seq_len=32, pipeline_stages=2, global_batch=16,
+                              device_memory_gib=0.01, measured={key: [1_000_000, 900_000]})
+
+    def marker_lines():
+        return [line for line in explorer._ax.lines if line.get_label() == "实测峰值"]
+
+    assert len(marker_lines()) == 1
+    explorer.controls["micro_batch_size"].value = 2  # no measurement for this state
+    assert marker_lines() == []
+    explorer.controls["micro_batch_size"].value = 4
+    assert len(marker_lines()) == 1
+    explorer.controls["pipeline_stages"].value = 1  # one value per stage needed: two given, so none drawn
+    assert marker_lines() == [] and explorer.report is not None
+
+
+def test_explorer_leaks_no_figures_and_draws_every_glyph():
+    open_before = plt.get_fignums()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph … missing from font" is a UserWarning
+        explorer = MemoryExplorer()
+        explorer.controls["recompute"].value = "full"
+        explorer.controls["device_memory_gib"].value = 8.0
+        explorer.controls["pipeline_stages"].value = 48
+    assert plt.get_fignums() == open_before
+    assert len(explorer.figure.axes) == 1
+
+
+def test_redraws_are_quick():
+    explorer = MemoryExplorer()
+    moves = [("micro_batch_size", 4), ("seq_len", 512), ("schedule", "gpipe"), ("recompute", "full"),
+             ("precision", "fp32"), ("pipeline_stages", 8), ("global_batch", 128), ("data_parallel", 1),
+             ("device_memory_gib", 32.0), ("model", "gpt2-large")]
+    times = []
+    for control, value in moves + [(c, explorer.controls[c].value) for c, _ in moves]:
+        start = time.perf_counter()
+        explorer.controls[control].value = value
+        times.append(time.perf_counter() - start)
+    assert len(times) == 20
+    print(f"20 changes: median {statistics.median(times) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms")
+    assert statistics.median(times) < 0.5  # generous: shared CI machines are slow

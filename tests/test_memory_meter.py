@@ -1,0 +1,108 @@
+"""Measured memory (4.3): saved activations of the tiny GPT against the memory model, recomputation,
+and the lecture's growth procedure surviving out-of-memory errors."""
+import pytest
+import torch
+
+from batchlab.memory import MemorySettings, stage_activation_bytes
+from batchlab.memory_meter import find_micro_batch, is_out_of_memory, saved_activation_bytes, step_peak
+from batchlab.model import GPT, get_config
+from batchlab.partition import partition_layers
+
+TINY = get_config("tiny")
+
+
+def tokens(b, s, seed=0):
+    x = torch.randint(0, TINY.vocab_size, (b, s), generator=torch.Generator().manual_seed(seed))
+    return x, x
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("b, s", [(1, 16), (4, 32), (8, 64), (3, 48)])
+def test_model_agrees_with_measurement_on_the_tiny_model(recompute, b, s):
+    measured = saved_activation_bytes(GPT(TINY, recompute=recompute), *tokens(b, s))
+    stage = partition_layers(TINY, 1)[0]
+    modelled = stage_activation_bytes(TINY, stage, b, s, MemorySettings(precision="fp32", recompute=recompute))
+    # the model leaves out LayerNorm statistics, the causal mask and scalars: ~1 %, always above
+    assert modelled <= measured <= 1.03 * modelled
+
+
+def test_activations_are_linear_in_the_micro_batch():
+    model = GPT(TINY)
+    one, two, four, eight = (saved_activation_bytes(model, *tokens(b, 32)) for b in (1, 2, 4, 8))
+    slope = two - one  # a straight line in b: equal steps per added sequence
+    assert four - two == 2 * slope and eight - four == 4 * slope
+    # what does not grow with b (causal masks, positions, the loss scalar) is small
+    assert 0 < one - slope < 0.01 * one
+
+
+def test_recomputation_keeps_the_gradients():
+    grads = {}
+    for mode in ("none", "selective", "full"):
+        model = GPT(TINY, recompute=mode)
+        model.loss(*tokens(4, 32)).backward()
+        grads[mode] = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    assert torch.allclose(grads["none"], grads["selective"], atol=1e-6)
+    assert torch.allclose(grads["none"], grads["full"], atol=1e-6)
+
+
+def test_cpu_step_peak_is_states_plus_activations():
+    model = GPT(TINY)
+    states = 2 * 4 * model.num_params()
+    assert step_peak(model, *tokens(2, 32)) == states + saved_activation_bytes(model, *tokens(2, 32))
+
+
+def test_finder_returns_the_largest_fitting_size():
+    model = GPT(TINY)
+    budget = 20_000_000
+    result = find_micro_batch(model, lambda b: tokens(b, 64), 0.9, capacity_bytes=budget, limit=256)
+    best = result["best"]
+    assert step_peak(model, *tokens(best, 64)) <= 0.9 * budget < step_peak(model, *tokens(best + 1, 64))
+    assert [r["micro_batch_size"] for r in result["tried"]][:3] == [1, 2, 4]
+
+
+def test_finder_survives_a_simulated_out_of_memory_error():
+    model = GPT(TINY)
+    calls = []
+
+    def loss_fn(m, x, y):
+        calls.append(x.shape[0])
+        if x.shape[0] >= 6:
+            raise torch.OutOfMemoryError("NPU out of memory. Tried to allocate 2.00 GiB")
+        return m.loss(x, y)
+
+    result = find_micro_batch(model, lambda b: tokens(b, 16), 0.9, capacity_bytes=10**9, loss_fn=loss_fn)
+    assert result["best"] == 5
+    assert {"micro_batch_size": 8, "fraction": None, "fits": False, "peak_bytes": None} in result["tried"]
+    assert all(p.grad is None for p in model.parameters())  # nothing half-done left behind
+    model.loss(*tokens(2, 16)).backward()                   # and the model still trains
+
+
+def test_other_errors_are_not_swallowed():
+    def broken(m, x, y):
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        find_micro_batch(GPT(TINY), lambda b: tokens(b, 8), capacity_bytes=10**9, loss_fn=broken)
+    assert is_out_of_memory(RuntimeError("NPU out of memory. Tried to allocate"))
+    assert not is_out_of_memory(ValueError("out of memory"))
+    with pytest.raises(ValueError, match="capacity_bytes：CPU 上没有"):
+        find_micro_batch(GPT(TINY), lambda b: tokens(b, 8))
+
+
+def test_measured_model_states_match_the_table_and_ignore_the_batch():
+    from batchlab.memory import model_states
+    from batchlab.memory_meter import model_state_bytes
+
+    readings = []
+    for b in (1, 8):
+        model = GPT(TINY)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        model.loss(*tokens(b, 32)).backward()
+        opt.step()
+        readings.append(model_state_bytes(model, opt))
+    assert readings[0] == readings[1]
+    table = model_states(GPT(TINY).num_params(), "fp32", "adam")
+    n_tensors = len(list(GPT(TINY).parameters()))
+    assert readings[0]["parameters"] == table.parameters and readings[0]["gradients"] == table.gradients
+    # Adam also keeps one 4-byte step counter per parameter tensor, which the table leaves out
+    assert readings[0]["optimizer"] == table.optimizer + 4 * n_tensors
