@@ -72,6 +72,22 @@ def bench_explorer() -> float:
             for _ in range(20))
 
 
+def bench_memory_explorer() -> float:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from batchlab.ui import style
+    from batchlab.ui.memory import MemoryExplorer
+
+    style.setup()
+    sizes = iter([1, 2, 4, 8, 16, 32] * 10)
+    with contextlib.redirect_stdout(io.StringIO()):
+        explorer = MemoryExplorer()
+        return statistics.median(
+            best_of(lambda: setattr(explorer.controls["micro_batch_size"], "value", next(sizes)), repeat=1)
+            for _ in range(20))
+
+
 def bench_notebook(path: Path) -> float:
     import nbformat
     from nbclient import NotebookClient
@@ -92,6 +108,7 @@ def main() -> int:
         ("cli plan (process start to exit)", 0.5, bench_cli),
         ("BatchCalculator update", 0.05, bench_calculator),
         ("NoiseExplorer batch-size change", 0.1, bench_explorer),
+        ("MemoryExplorer micro-batch change", 0.1, bench_memory_explorer),
     ]
     for entry in toc_entries():
         notebook = ROOT / f"{entry}.ipynb"
