@@ -5,9 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh test
 # PASSIVE: idle OpenMP threads sleep instead of spinning, so two workers sharing 2 cores do not
-# slow each other down 15–25× (numerics are unchanged).
+# slow each other down 15–25× (numerics are unchanged). A cell that hangs fails after 300 s instead of
+# holding CI until its limit.
 export OMP_WAIT_POLICY=PASSIVE
 # loadfile keeps each notebook (and the one book build) on a single worker.
 exec .venv/bin/python -m pytest -n 2 --dist loadfile \
-  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval-sanitize.cfg \
+  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 300 \
   tests book "$@"

@@ -51,6 +51,7 @@ def _strip_suffix(entry: str) -> str:
 
 
 ROOT_DOC = _strip_suffix(toc_entries()[0])
+PAGES = [_strip_suffix(e) for e in toc_entries()]  # every page the toc lists (chapters, preface, glossary)
 CHAPTERS = [
     _strip_suffix(e) for e in toc_entries()
     if (ROOT / f"{_strip_suffix(e)}.ipynb").is_file()
@@ -132,13 +133,13 @@ def test_build_succeeded(built):
         # Sphinx's own "WARNING: ..." lines (the kernel's "[IPKernelApp] WARNING | ..." is not ours)
         sphinx_warnings = re.findall(r"^.*\b(?:WARNING|ERROR|CRITICAL): .*$", built.log, re.MULTILINE)
         assert not sphinx_warnings, "\n".join(sphinx_warnings)
-    for doc in [ROOT_DOC, *CHAPTERS]:
+    for doc in PAGES:
         assert built.page(doc).is_file(), f"missing page {doc}.html"
 
 
 def test_only_toc_files_built(built):
     """only_build_toc_files/exclude_patterns: README, tests, src ... are not pages."""
-    expected = {f"{d}.html" for d in [ROOT_DOC, *CHAPTERS]} | {"index.html", "search.html", "genindex.html"}
+    expected = {f"{d}.html" for d in PAGES} | {"index.html", "search.html", "genindex.html"}
     got = {str(p.relative_to(built.html)) for p in built.pages()}
     assert got == expected, f"unexpected pages: {sorted(got - expected)}, missing: {sorted(expected - got)}"
 

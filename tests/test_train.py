@@ -265,3 +265,15 @@ def test_critical_batch_doubles_both_costs():
     assert steps_over_min(64, 64) == samples_over_min(64, 64) == 2.0
     with pytest.raises(ValueError, match="noise_scale = 0"):
         steps_over_min(8, 0)
+
+
+def test_fit_recovers_the_model_and_rejects_a_flat_line():
+    from batchlab.scaling import fit_steps_samples, steps_over_min
+
+    sizes = [8, 32, 128, 512]
+    steps = [100 * steps_over_min(b, 40) for b in sizes]       # S_min = 100, B_noise = 40
+    fit = fit_steps_samples(sizes, steps)
+    assert fit["s_min"] == pytest.approx(100) and fit["b_noise"] == pytest.approx(40)
+    assert fit["e_min"] == pytest.approx(4000)
+    with pytest.raises(ValueError, match="模型不适用"):
+        fit_steps_samples(sizes, [10 + b for b in sizes])     # steps growing with B: no such model

@@ -1,6 +1,6 @@
 import pytest
 
-from batchlab.ui.exercises import EXERCISES, check, expected, is_correct
+from batchlab.ui.exercises import EXERCISES, ask, check, expected, is_correct
 from batchlab.ui.batch import BatchCalculator
 
 
@@ -43,15 +43,38 @@ def test_pipeline_not_filled_is_flagged():
 @pytest.mark.parametrize("exercise_id", list(EXERCISES))
 def test_every_exercise_accepts_its_answer_and_rejects_another(exercise_id, capsys):
     truth = expected(exercise_id)
+    choices = EXERCISES[exercise_id].choices
+    wrong = next(letter for letter in choices if letter != truth) if choices else truth + 1
     assert is_correct(exercise_id, truth)
-    assert not is_correct(exercise_id, truth + 1)
-    check(exercise_id, truth + 1)
+    assert not is_correct(exercise_id, wrong)
+    check(exercise_id, wrong)
     assert "❌" in capsys.readouterr().out
+    ask(exercise_id)
+    assert EXERCISES[exercise_id].question in capsys.readouterr().out
+
+
+def test_stated_precision_accepts_the_rounded_and_the_exact_answer():
+    assert is_correct("4.1-3", 0.47) and is_correct("4.1-3", 7 / 15)
+    assert not is_correct("4.1-3", 0.48) and not is_correct("4.1-3", 0.46)
+
+
+def test_choice_answers_are_letters(capsys):
+    assert is_correct("4.1-6", "c") and is_correct("4.1-6", " C ")
+    check("4.1-6", 1)
+    assert "请填选项字母（A、B、C）之一" in capsys.readouterr().out
+
+
+def test_no_question_gives_its_answer_as_an_example():
+    for exercise_id, exercise in EXERCISES.items():
+        truth = expected(exercise_id)
+        if not exercise.choices:
+            assert f"如 {truth:g}" not in exercise.question, exercise_id
 
 
 def test_exercise_answers_are_the_books_numbers():
     # Pinned by hand, so a swapped or mistyped formula behind an exercise cannot pass unnoticed.
-    assert [expected(k) for k in ("4.1-1", "4.1-2", "4.1-4", "4.2-5")] == [8, 2, 16, 16384]
+    assert [expected(k) for k in ("4.1-1", "4.1-2", "4.1-4", "4.2-5")] == [8, 2, 12, 8192]
+    assert expected("4.1-6") == "C" and expected("4.2-6") == "B"  # lr follows the global batch; S/S_min 2.25 → 1.08
     assert expected("4.1-3") == pytest.approx(7 / 15) and expected("4.1-5") == pytest.approx(0.5)
     assert expected("4.2-1") == pytest.approx(0.024) and expected("4.2-2") == pytest.approx(0.012)
     assert expected("4.2-3") == pytest.approx(5.0) and expected("4.2-4") == pytest.approx(9.0)

@@ -42,3 +42,27 @@ def plot_training_curves(histories: list, labels: list[str], floor: float | None
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def plot_steps_samples(batch_sizes: list[int], steps: list[float], fit: dict[str, float]) -> "Figure":
+    """McCandlish et al.'s trade-off (S/S_min − 1)(E/E_min − 1) = 1 on log–log axes, with the measured
+    runs (steps S to a target, samples E = B·S) placed by ``fit`` from
+    :func:`batchlab.scaling.fit_steps_samples`."""
+    import matplotlib.pyplot as plt
+
+    from .style import PALETTE
+
+    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+    xs = [10 ** (k / 20) for k in range(-40, 41)]
+    ax.loglog(xs, [1 / x for x in xs], "k--", lw=1.2, label="(S/S_min - 1)(E/E_min - 1) = 1")
+    for b, s in zip(batch_sizes, steps):
+        x, y = b * s / fit["e_min"] - 1, s / fit["s_min"] - 1
+        if x > 0 and y > 0:  # a point at or below a minimum has no place on a log axis
+            ax.loglog([x], [y], "o", color=PALETTE[0], ms=7)
+            ax.annotate(f"B = {b}", (x, y), xytext=(5, 4), textcoords="offset points", fontsize=8)
+    ax.set_xlabel("E/E_min - 1（多用的样本）")
+    ax.set_ylabel("S/S_min - 1（多走的步数）")
+    ax.set_title(f"步数与样本的权衡（拟合 B_noise ≈ {fit['b_noise']:.0f}）", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -17,7 +17,7 @@ from .chapter_4_3 import EXERCISES as _CHAPTER_4_3
 # Every exercise of the book by id ("4.1-3"); each chapter's set lives in its own module.
 EXERCISES: dict[str, Exercise] = {**_CHAPTER_4_1, **_CHAPTER_4_2, **_CHAPTER_4_3}
 
-__all__ = ["Exercise", "EXERCISES", "check", "is_correct", "expected"]
+__all__ = ["Exercise", "EXERCISES", "ask", "check", "is_correct", "expected"]
 
 
 def expected(exercise_id: str) -> Any:
@@ -32,6 +32,11 @@ def _get(exercise_id: str) -> Exercise:
         raise ValueError(f"exercise_id = {exercise_id!r}：没有这道练习，可选 {', '.join(EXERCISES)}") from None
 
 
+def ask(exercise_id: str) -> None:
+    """Print the question (the one text, shared by the notebook and the checker)."""
+    print(f"练习 {exercise_id}：{_get(exercise_id).text()}")
+
+
 def check(exercise_id: str, answer: Any) -> None:
     """Print ✅ or ❌ with a hint for ``answer`` (returns nothing, so a notebook cell shows only the verdict)."""
     is_correct(exercise_id, answer, quiet=False)
@@ -44,13 +49,28 @@ def is_correct(exercise_id: str, answer: Any, quiet: bool = True) -> bool:
     if answer is None or answer is ...:
         say(f"练习 {exercise_id}：还没有作答。把 None 换成你的答案后重新运行本单元。")
         return False
+    truth = exercise.answer()
+    if exercise.choices:
+        letters = "、".join(exercise.choices)
+        if not isinstance(answer, str) or answer.strip().upper() not in exercise.choices:
+            say(f"练习 {exercise_id}：请填选项字母（{letters}）之一，例如 \"A\"，收到的是 {answer!r}。")
+            return False
+        if answer.strip().upper() == truth:
+            say(f"练习 {exercise_id}：✅ 正确（{truth}）。")
+            return True
+        say(f"练习 {exercise_id}：❌ {answer!r} 不对。提示：{exercise.hint}")
+        return False
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
         say(f"练习 {exercise_id}：请填一个数字，收到的是 {answer!r}（{type(answer).__name__}）。")
         return False
-    truth = exercise.answer()
-    # Counts (micro-batches, updates) must be exact; rates and fractions get a small tolerance.
-    exact = isinstance(truth, int)
-    if (answer == truth) if exact else math.isclose(float(answer), float(truth), rel_tol=exercise.rel_tol, abs_tol=1e-9):
+    # Counts (micro-batches, updates) must be exact; rates and fractions to the stated precision.
+    if isinstance(truth, int):
+        right = answer == truth
+    elif exercise.decimals is not None:
+        right = abs(float(answer) - float(truth)) <= 0.5 * 10 ** -exercise.decimals + 1e-12
+    else:
+        right = math.isclose(float(answer), float(truth), rel_tol=exercise.rel_tol, abs_tol=1e-9)
+    if right:
         say(f"练习 {exercise_id}：✅ 正确（{truth:g}）。")
         return True
     say(f"练习 {exercise_id}：❌ {answer!r} 不对。提示：{exercise.hint}")

@@ -2,14 +2,35 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-__all__ = ["Exercise"]
+__all__ = ["Exercise", "nearest_choice"]
 
 
 @dataclass(frozen=True)
 class Exercise:
+    """One self-checked question.
+
+    ``answer`` returns a number, or the letter of the right choice when ``choices`` (letter → text) is
+    given. ``decimals`` states the precision the question asks for ("保留两位小数"): any answer within
+    half a unit of that last place is right, so 0.47 and 7/15 both pass for 0.4666…; without it a
+    relative tolerance ``rel_tol`` applies. Whole-number answers must be exact.
+    """
+
     question: str
     answer: Callable[[], Any]
     hint: str
     rel_tol: float = 1e-3
+    decimals: int | None = None
+    choices: Mapping[str, str] | None = None
+
+    def text(self) -> str:
+        """The question as students read it, with its choices one per line."""
+        if not self.choices:
+            return self.question
+        return "\n".join([self.question, *(f"  {letter}. {text}" for letter, text in self.choices.items())])
+
+
+def nearest_choice(value: float, options: Mapping[str, float]) -> str:
+    """The letter whose number is closest to ``value``: how a choice question's answer is computed."""
+    return min(options, key=lambda letter: abs(options[letter] - value))

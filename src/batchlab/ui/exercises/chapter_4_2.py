@@ -1,9 +1,9 @@
 """Exercises of chapter 4.2; answers are computed by batchlab when checked, never typed in."""
 from __future__ import annotations
 
-from ...case import CASE_STUDY
 from ...scaling import samples_over_min, scale_lr, steps_over_min
-from .base import Exercise
+from ...batching import plan_batch
+from .base import Exercise, nearest_choice
 
 __all__ = ["EXERCISES"]
 
@@ -29,9 +29,16 @@ EXERCISES: dict[str, Exercise] = {
         "McCandlish et al. 2018：E / E_min = 1 + B / B_noise。",
     ),
     "4.2-5": Exercise(
-        "数据集有 1,048,576 条序列。单卡 Batch = 2 时每个 epoch 更新多少次？换成 4.5 节案例的流水线配置"
-        "（Global 64，Micro 2，PP 4，DP 2）后每个 epoch 更新多少次？填后者。",
-        lambda: CASE_STUDY.plan().updates_per_epoch(1_048_576),
+        "数据集有 1,048,576 条序列。流水线配置为全局批大小 128、微批次大小 4、流水线 4 级、数据并行度 4，"
+        "每个 epoch 更新多少次参数？",
+        lambda: plan_batch(4, 4, 4, global_batch=128).updates_per_epoch(1_048_576),
         "每次参数更新消耗一个 Global Batch；微批次切分不改变更新次数。",
+    ),
+    "4.2-6": Exercise(
+        "某任务的梯度噪声尺度 B_noise ≈ 40。把批大小从 32 增大到 512（增大到 16 倍），"
+        "按 McCandlish et al. 2018 的模型，达到同一损失所需的步数大约变为原来的：",
+        lambda: nearest_choice(steps_over_min(512, 40) / steps_over_min(32, 40), {"A": 1 / 16, "B": 1 / 2, "C": 1.0}),
+        "S/S_min = 1 + B_noise/B：B 远大于 B_noise 之后，步数接近下限 S_min，不再随 B 成比例减少。",
+        choices={"A": "1/16（与批大小成反比）", "B": "约 1/2", "C": "几乎不变"},
     ),
 }

@@ -36,7 +36,7 @@ EXERCISES: dict[str, Exercise] = {
         "的模型状态占多少 GiB？（保留两位小数）",
         lambda: _case_stage_states_gib(1),
         "一层参数 12·d² + 13·d，d = 1600；乘以 12 层，再乘以每参数 16 字节，除以 2³⁰。",
-        rel_tol=5e-3,
+        decimals=2,
     ),
     "4.3-3": Exercise(
         "8 级流水线、32 个微批次，1F1B 调度下阶段 0 最多同时保存几个微批次的激活值？",
@@ -49,10 +49,10 @@ EXERCISES: dict[str, Exercise] = {
         lambda: layer_activation_bytes(get_config("gpt2-xl"), 2, 1024,
                                        MemorySettings(precision="bf16-mixed", dropout=True)) / GIB,
         "s·b·h·(34 + 5·a·s/h) 字节。",
-        rel_tol=5e-3,
+        decimals=2,
     ),
     "4.3-5": Exercise(
-        "案例初始配置用 1F1B，微批次大小不变，把 Global Batch 从 64 增大到 128（m 从 16 变为 32）。"
+        "案例初始配置用 1F1B，微批次大小不变，把全局批大小从 64 增大到 128（m 从 16 变为 32）。"
         "阶段 0 的激活显存变为原来的几倍？",
         _stage0_growth_when_global_doubles,
         "1F1B 的阶段 0 最多持有 min(p, m) 个微批次；m 已经不小于 p 时，再增大 m 不增加在途微批次。",

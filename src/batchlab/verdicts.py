@@ -1,0 +1,73 @@
+"""Criteria that decide whether a claim of the lecture (原文) holds, as plain numbers (pure math, no torch).
+
+A chapter states its criterion in prose *before* the measurement, then calls one of these functions
+on the measured numbers; the tests feed each one a contrary measurement and see the verdict flip.
+:data:`VERDICT` holds the words readers see.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .checks import nonnegative, whole
+
+__all__ = ["VERDICT", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
+           "samples_to_target", "holds_in_every_seed"]
+
+VERDICT: dict[bool, str] = {True: "成立", False: "不成立"}
+
+
+def loss_at_samples(samples: Sequence[int], losses: Sequence[float], budget: int) -> float:
+    """The loss a run had after ``budget`` samples: its last evaluation at or before that many samples.
+    Raises if the run was never evaluated by then (so a comparison is never made on missing data)."""
+    whole("budget", budget, 0)
+    if len(samples) != len(losses):
+        raise ValueError(f"samples 有 {len(samples)} 个、losses 有 {len(losses)} 个：必须一一对应")
+    seen = [loss for s, loss in zip(samples, losses) if s <= budget]
+    if not seen:
+        raise ValueError(f"budget = {budget}：这次运行在 {budget} 个样本之前没有任何评估")
+    return seen[-1]
+
+
+def lowest_at_budgets(curves: Mapping[int, tuple[Sequence[int], Sequence[float]]], budgets: Sequence[int]) -> bool:
+    """True if the run with the smallest batch size (the smallest key of ``curves``, each value a
+    (samples seen, eval loss) pair of lists) has the strictly lowest loss at every sample budget."""
+    if len(curves) < 2 or not budgets:
+        raise ValueError("需要至少两次运行和一个样本预算才能比较")
+    smallest = min(curves)
+    for budget in budgets:
+        at = {b: loss_at_samples(*curves[b], budget) for b in curves}
+        if any(at[b] <= at[smallest] for b in at if b != smallest):
+            return False
+    return True
+
+
+def count_rises(losses: Sequence[float], tolerance: float = 0.0) -> int:
+    """How often a loss is higher than the one evaluated just before it (by more than ``tolerance``)."""
+    nonnegative("tolerance", tolerance)
+    return sum(later > earlier + tolerance for earlier, later in zip(losses, losses[1:]))
+
+
+def in_band(value: float, low: float, high: float) -> bool:
+    """low ≤ value ≤ high."""
+    if low > high:
+        raise ValueError(f"区间 [{low}, {high}] 的下界大于上界")
+    return low <= value <= high
+
+
+def beats(candidate: float, others: Sequence[float]) -> bool:
+    """True if ``candidate`` (a loss) is strictly lower than every one of ``others``."""
+    if not others:
+        raise ValueError("others 为空：没有可比较的对象")
+    return all(candidate < other for other in others)
+
+
+def samples_to_target(samples: Sequence[int], losses: Sequence[float], target: float) -> int | None:
+    """Samples seen at the first evaluation whose loss is at most ``target`` (None if never)."""
+    return next((s for s, loss in zip(samples, losses) if loss <= target), None)
+
+
+def holds_in_every_seed(per_seed: Sequence[bool]) -> bool:
+    """A ranking that holds for each random seed tried (and at least one was tried)."""
+    if not per_seed:
+        raise ValueError("per_seed 为空：至少需要一个随机种子的结果")
+    return all(per_seed)
