@@ -20,7 +20,7 @@ from ..memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, Memor
                       default_precision, stage_memory)
 from ..pipeline_schedules import SCHEDULES
 from ..presets import PRESETS, get_config
-from .style import PALETTE, new_axes, render_error_html
+from .style import PALETTE, canvas_png, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -287,20 +287,8 @@ class MemoryExplorer(widgets.VBox):
         self._draw(report, self._measured_for(v, len(report.stages)), title)
 
     def _draw(self, report: MemoryReport, measured: list | None, title: str) -> None:
-        import io
-
-        from IPython.display import Image, clear_output, display
-        from PIL import Image as PILImage
-
         self._ax.clear()
         plot_stage_memory(report, ax=self._ax, measured=measured, title=title)
-        canvas = self.figure.canvas
-        canvas.draw()
-        width, height = canvas.get_width_height()
-        buffer = io.BytesIO()
-        PILImage.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(
-            buffer, format="png", compress_level=1)
-        self.png = buffer.getvalue()
-        with self.output:
-            clear_output(wait=True)
-            display(Image(data=self.png, format="png"))
+        self.figure.canvas.draw()
+        self.png = canvas_png(self.figure)
+        show_png(self.output, self.png)

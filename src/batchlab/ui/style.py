@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["CJK_FONTS", "PALETTE", "setup", "find_cjk_font", "new_axes", "render_error_html"]
+__all__ = ["CJK_FONTS", "PALETTE", "setup", "find_cjk_font", "new_axes", "render_error_html", "canvas_png",
+           "show_png"]
 
 # Noto Sans CJK SC first (Debian fonts-noto-cjk, Binder's apt.txt); JP is the same .ttc seen by older
 # matplotlib, which read only face 0; the rest are what Windows/macOS readers already have.
@@ -70,3 +71,26 @@ def new_axes(ax: "Axes | None", figsize: tuple[float, float] | None = None) -> t
 def render_error_html(message: str) -> str:
     """A widget's visible message for invalid input (never a traceback)."""
     return f'<div style="color:#b00020"><b>配置无效：</b>{html.escape(message)}</div>'
+
+
+def canvas_png(figure: "Figure") -> bytes:
+    """What ``figure``'s Agg canvas holds now (draw it first), as PNG bytes. Compression level 1: three
+    times faster than the default for ~30 % more bytes, which an interactive redraw wants."""
+    import io
+
+    from PIL import Image as PILImage
+
+    width, height = figure.canvas.get_width_height()
+    buffer = io.BytesIO()
+    PILImage.frombuffer("RGBA", (width, height), figure.canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(
+        buffer, format="png", compress_level=1)
+    return buffer.getvalue()
+
+
+def show_png(output, png: bytes) -> None:
+    """Replace what an ``ipywidgets.Output`` shows with the image ``png``."""
+    from IPython.display import Image, clear_output, display
+
+    with output:
+        clear_output(wait=True)
+        display(Image(data=png, format="png"))
