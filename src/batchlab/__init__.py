@@ -11,7 +11,7 @@ way. :data:`LAYERS` lists every module by layer; ``tests/test_layers.py`` reads 
   ``sampling`` (E‖G_B − G‖², the two-batch estimator), ``memory`` (bytes per pipeline stage, the
   lecture's micro-batch growth procedure), ``scaling`` (learning-rate rules, McCandlish et al.'s
   trade-off), ``npu_smi`` (parses ``npu-smi info``), ``verdicts`` (the criteria that decide whether a
-  claim of the lecture holds).
+  claim of the lecture holds), ``throughput`` (FLOPs, a measured rate curve, the modelled step time).
 * **measurement** — torch on the reader's NPU, GPU or CPU. ``device`` (choosing and timing a device),
   ``device_memory`` (reading its memory), ``memory_meter`` (saved activations, step peaks, the growth
   procedure on a device), ``model`` (the GPT), ``data`` (a seeded Markov corpus),
@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "math": ("checks", "presets", "case", "batching", "partition", "pipeline_schedules", "sampling", "memory",
-             "scaling", "npu_smi", "verdicts"),
+             "scaling", "npu_smi", "verdicts", "throughput"),
     "measurement": ("device", "device_memory", "memory_meter", "model", "data", "noise", "optim", "train"),
     "presentation": ("ui", "ui.style", "ui.tables", "ui.batch", "ui.pipeline", "ui.noise", "ui.memory", "ui.convergence",
                      "ui.exercises", "ui.exercises.base", "ui.exercises.chapter_4_1",

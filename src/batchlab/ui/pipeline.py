@@ -1,37 +1,198 @@
-"""Pipeline figures: the Gantt chart of a schedule's timeline (4.1, 4.4)."""
+"""Pipeline figures and the bubble-versus-matmul explorer (4.1, 4.4): timelines (simulated or measured),
+the modelled throughput of every micro-batch size, and the explorer that ties them to the memory model."""
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING
 
-from ..pipeline_schedules import SCHEDULES
-from .style import PALETTE, new_axes
+import ipywidgets as widgets
+
+from ..batching import plan_batch
+from ..case import CASE_STUDY
+from ..checks import one_of
+from ..memory import DEVICE_MEMORY_GIB, MemorySettings, default_precision, stage_memory
+from ..pipeline_schedules import SCHEDULES, pipeline_timeline
+from ..presets import get_config
+from ..throughput import model_step
+from .style import PALETTE, canvas_png, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from ..pipeline_schedules import Timeline
+    from ..throughput import RateCurve
 
-__all__ = ["plot_pipeline_timeline"]
+__all__ = ["plot_pipeline_timeline", "plot_tradeoff", "TradeoffExplorer"]
 
 
-def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title: str | None = None) -> "Figure":
-    """Gantt chart of a simulated pipeline step: one row per stage, one colour per micro-batch;
-    forward boxes light, backward boxes dark, gaps are the bubble."""
+def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title: str | None = None,
+                           unit: str = "时间（以一次前向计算为单位）", labels: bool | None = None) -> "Figure":
+    """Gantt chart of a pipeline step (simulated or measured): one row per stage, one colour per
+    micro-batch; forward boxes light, backward boxes dark, gaps are the bubble. ``unit`` labels the
+    time axis (measured timelines are in seconds); ``labels`` writes F0, B0, … in the boxes (default:
+    when there are at most 80 boxes, beyond which they are unreadable and slow to draw)."""
     p = timeline.pipeline_stages
+    own_figure = ax is None
     fig, ax = new_axes(ax, figsize=(9, 0.55 * p + 1.4))
+    labels = len(timeline.ops) <= 80 if labels is None else labels
+    # One collection per (stage, kind) instead of one bar per op: a step of p·m ops redraws in
+    # milliseconds, which the explorer needs.
+    for stage in range(p):
+        for kind, alpha in (("F", 0.45), ("B", 0.95)):
+            ops = [op for op in timeline.ops if op.stage == stage and op.kind == kind]
+            ax.broken_barh([(op.start, op.end - op.start) for op in ops], (stage - 0.4, 0.8),
+                           facecolors=[PALETTE[op.microbatch % len(PALETTE)] for op in ops], alpha=alpha,
+                           edgecolor="white", linewidth=0.6)
     for op in timeline.ops:
-        colour = PALETTE[op.microbatch % len(PALETTE)]
-        ax.barh(op.stage, op.end - op.start, left=op.start, height=0.8, color=colour,
-                alpha=0.45 if op.kind == "F" else 0.95, edgecolor="white", linewidth=0.6)
-        ax.text((op.start + op.end) / 2, op.stage, f"{op.kind}{op.microbatch}", ha="center",
-                va="center", fontsize=7)
+        if labels:
+            ax.text((op.start + op.end) / 2, op.stage, f"{op.kind}{op.microbatch}", ha="center",
+                    va="center", fontsize=7)
     ax.set_yticks(range(p), [f"阶段 {s}" for s in range(p)])
     ax.invert_yaxis()
-    ax.set_xlabel("时间（以一次前向计算为单位）")
+    ax.set_xlabel(unit)
     ax.grid(False)
     name = SCHEDULES.get(timeline.schedule, timeline.schedule)
     ax.set_title(title or f"{name}：{p} 个阶段，{timeline.num_microbatches} 个微批次，"
                  f"气泡占比 {timeline.idle_fraction:.1%}")
-    fig.tight_layout()
+    if own_figure:  # a caller that passes ``ax`` lays out its own figure
+        fig.tight_layout()
     return fig
+
+
+def plot_tradeoff(steps: list, fits: list[bool], current: int, ax: "Axes | None" = None) -> "Figure":
+    """Modelled tokens/s against micro-batch size (one :class:`batchlab.throughput.StepModel` per
+    candidate): the current choice circled, the best that fits starred, sizes that do not fit in
+    memory crossed in red. Each point is labelled with its bubble fraction."""
+    from .style import PALETTE as colours
+
+    fig, ax = new_axes(ax, figsize=(5.4, 3.6))
+    sizes = [st.micro_batch_size for st in steps]
+    rates = [st.tokens_per_second for st in steps]
+    ax.plot(sizes, rates, "-", color="0.6", lw=1)
+    for st, ok in zip(steps, fits):
+        ax.plot([st.micro_batch_size], [st.tokens_per_second], "o" if ok else "x", ms=6,
+                color=colours[0] if ok else colours[3])
+        ax.annotate(f"{st.bubble_fraction:.0%}", (st.micro_batch_size, st.tokens_per_second), xytext=(0, 6),
+                    textcoords="offset points", ha="center", fontsize=7, color="0.35")
+    fitting = [st for st, ok in zip(steps, fits) if ok]
+    if fitting:
+        best = max(fitting, key=lambda st: st.tokens_per_second)
+        ax.plot([best.micro_batch_size], [best.tokens_per_second], "*", ms=16, color=colours[1], label="模型下最快（放得下）")
+    chosen = next(st for st in steps if st.micro_batch_size == current)
+    ax.plot([current], [chosen.tokens_per_second], "o", ms=13, mfc="none", mec=colours[3], mew=2, label="当前选择")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(b) for b in sizes])
+    ax.set_xlabel("微批次大小（点旁数字：气泡占比）")
+    ax.set_ylabel("模型估计的 tokens/s")
+    ax.set_ylim(0, max(rates) * 1.2)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+class TradeoffExplorer(widgets.VBox):
+    """The bubble-versus-matmul explorer of 4.4: choose the global batch, micro-batch size, stages,
+    data parallelism and schedule; see the number of micro-batches, the bubble, the matmul efficiency
+    at M = micro × seq rows (from ``curve``: this device's measured rates or a preset), the modelled
+    step time and tokens/s for every micro-batch size that divides the batch, the best one that fits,
+    the sizes the 4.3 memory model says do not fit, and the step's timeline.
+
+    Every number comes from :func:`batchlab.throughput.model_step` and :func:`batchlab.memory.stage_memory`;
+    a change only recomputes them and redraws (``.png``, shown in ``.output``). Invalid input shows its
+    message and keeps the last figure.
+    """
+
+    def __init__(self, curve: "RateCurve", model: str = CASE_STUDY.model, seq_len: int = CASE_STUDY.seq_len,
+                 global_batch: int = CASE_STUDY.global_batch, micro_batch_size: int = CASE_STUDY.micro_batch_size,
+                 pipeline_stages: int = CASE_STUDY.pipeline_stages, data_parallel: int = CASE_STUDY.data_parallel,
+                 schedule: str = "1f1b", device_memory_gib: float = DEVICE_MEMORY_GIB) -> None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.curve, self.config, self.seq_len = curve, get_config(model), seq_len
+        self.device_memory_gib = device_memory_gib
+        one_of("schedule", schedule, SCHEDULES)
+        style = {"description_width": "150px"}
+        narrow = widgets.Layout(width="260px")
+        self.controls = {
+            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=1_000_000, description="全局批大小",
+                                                   style=style, layout=narrow),
+            "micro_batch_size": widgets.BoundedIntText(value=micro_batch_size, min=1, max=4096,
+                                                       description="微批次大小", style=style, layout=narrow),
+            "pipeline_stages": widgets.BoundedIntText(value=pipeline_stages, min=1, max=self.config.n_layer,
+                                                      description="流水线阶段数 (PP)", style=style, layout=narrow),
+            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=4096,
+                                                    description="数据并行度 (DP)", style=style, layout=narrow),
+            "schedule": widgets.ToggleButtons(options=[(label, key) for key, label in SCHEDULES.items()],
+                                              value=schedule, description="流水线调度", style=style),
+        }
+        self.summary = widgets.HTML()
+        self.output = widgets.Output()
+        self.figure = Figure(figsize=(10.5, 3.7))
+        FigureCanvasAgg(self.figure)
+        self._axes = self.figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.4]})
+        self.figure.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.28)
+        self.png = b""
+        self.step = None
+        self.error: str | None = None
+        for control in self.controls.values():
+            control.observe(self._update, names="value")
+        c = self.controls
+        super().__init__([widgets.HBox([c["global_batch"], c["micro_batch_size"]]),
+                          widgets.HBox([c["pipeline_stages"], c["data_parallel"]]), c["schedule"],
+                          self.summary, self.output])
+        self._update()
+
+    def candidates(self, v: dict) -> tuple[list, list[bool]]:
+        """Every micro-batch size dividing global_batch / data_parallel: its modelled step, and whether
+        the 4.3 memory model says it fits on the device."""
+        per_replica = v["global_batch"] // v["data_parallel"]
+        sizes = [b for b in range(1, per_replica + 1) if per_replica % b == 0 and b * self.seq_len <= 1 << 20]
+        settings = MemorySettings(precision=default_precision(self.config), data_parallel=v["data_parallel"])
+        steps, fits = [], []
+        for b in sizes:
+            step = model_step(self.config, self.seq_len, v["global_batch"], b, v["pipeline_stages"],
+                              v["data_parallel"], self.curve, v["schedule"])
+            report = stage_memory(self.config, v["pipeline_stages"], b, self.seq_len, step.num_microbatches,
+                                  v["schedule"], settings, self.device_memory_gib)
+            steps.append(step)
+            fits.append(report.fits)
+        return steps, fits
+
+    def _update(self, _change: object = None) -> None:
+        v = {name: c.value for name, c in self.controls.items()}
+        try:
+            plan_batch(v["micro_batch_size"], v["pipeline_stages"], v["data_parallel"], global_batch=v["global_batch"])
+            steps, fits = self.candidates(v)
+        except ValueError as err:
+            self.step, self.error = None, str(err)
+            self.summary.value = render_error_html(str(err))
+            return
+        self.error = None
+        self.step = next(st for st in steps if st.micro_batch_size == v["micro_batch_size"])
+        fitting = [st for st, ok in zip(steps, fits) if ok]
+        best = max(fitting, key=lambda st: st.tokens_per_second) if fitting else None
+        fit_now = fits[steps.index(self.step)]
+        st = self.step
+        memory = "放得下" if fit_now else '<b style="color:#b00020">放不下</b>'
+        self.summary.value = (
+            f"<div>m = <b>{st.num_microbatches}</b>，气泡占比 <b>{st.bubble_fraction:.1%}</b>；每个矩阵乘法 M = "
+            f"{st.micro_batch_size} × {self.seq_len} = {st.rows} 行，效率 <b>{st.matmul_efficiency:.0%}</b>"
+            f"（{html.escape(self.curve.name)}）；模型估计每步 {st.step_seconds:.3g} s，"
+            f"<b>{st.tokens_per_second:,.0f}</b> tokens/s；显存{memory}"
+            + (f"；模型下最快且放得下的微批次大小：<b>{best.micro_batch_size}</b>" if best else "；没有放得下的微批次大小")
+            + "</div>")
+        self._draw(steps, fits, v)
+
+    def _draw(self, steps: list, fits: list[bool], v: dict) -> None:
+        left, right = self._axes
+        left.clear()
+        right.clear()
+        plot_tradeoff(steps, fits, v["micro_batch_size"], ax=left)
+        timeline = pipeline_timeline(v["schedule"], v["pipeline_stages"], self.step.num_microbatches,
+                                     forward_time=self.step.slot_seconds / 3, backward_time=2 * self.step.slot_seconds / 3)
+        plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False)
+        self.figure.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.28)
+        self.figure.canvas.draw()
+        self.png = canvas_png(self.figure)
+        show_png(self.output, self.png)

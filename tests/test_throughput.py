@@ -1,0 +1,58 @@
+"""The modelled step time of 4.4: FLOPs by hand, the rate curve, the bubble-versus-matmul trade-off."""
+import pytest
+from hypothesis import given, strategies as st
+
+from batchlab.pipeline_schedules import bubble_fraction
+from batchlab.presets import get_config
+from batchlab.throughput import (RateCurve, best_micro_batch, layer_forward_flops, model_flops_per_token,
+                                 model_step)
+
+XL = get_config("gpt2-xl")
+
+
+def test_flops_per_token_is_narayanans_formula():
+    l, h, s, v = 48, 1600, 1024, 50257
+    assert model_flops_per_token(XL, s) == pytest.approx(72 * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h)))
+    assert model_flops_per_token(XL, s, recompute=True) == pytest.approx(96 * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h)))
+    assert layer_forward_flops(XL, 2, s) == pytest.approx(24 * 2 * s * h**2 * (1 + s / (6 * h)))
+
+
+def test_rate_curve_interpolates_on_log_axes_and_holds_the_ends():
+    curve = RateCurve((1, 4, 16), (1e9, 4e9, 8e9))
+    assert curve.rate(2) == pytest.approx(2e9)          # halfway on log axes between 1e9 and 4e9
+    assert curve.rate(0.5) == 1e9 and curve.rate(1000) == 8e9
+    assert curve.efficiency(16) == 1.0 and curve.efficiency(1) == pytest.approx(1 / 8)
+    with pytest.raises(ValueError, match="必须严格递增"):
+        RateCurve((4, 1), (1e9, 2e9))
+    assert RateCurve.from_results([{"m": 8, "tflops": 0.5}, {"m": 1, "tflops": 0.1}]).rows == (1, 8)
+
+
+def test_flat_rate_makes_the_smallest_micro_batch_best():
+    flat = RateCurve((1, 100_000), (1e12, 1e12))
+    best = best_micro_batch(XL, 1024, 64, 4, 2, flat)
+    assert best.micro_batch_size == 1  # nothing to gain from bigger matmuls: only the bubble counts
+
+
+def test_a_steep_rate_curve_can_favour_a_bigger_micro_batch():
+    steep = RateCurve((1024, 2048, 4096, 8192), (1e12, 3e12, 4e12, 4.2e12))
+    before = model_step(XL, 1024, 64, 2, 4, 2, steep)
+    after = model_step(XL, 1024, 64, 4, 4, 2, steep)
+    assert (before.num_microbatches, after.num_microbatches) == (16, 8)
+    assert before.bubble_fraction == 3 / 19 and after.bubble_fraction == 3 / 11
+    assert after.tokens_per_second > before.tokens_per_second  # the matmul gain beats the bigger bubble
+
+
+@given(b=st.sampled_from([1, 2, 4, 8]), p=st.sampled_from([1, 2, 4]), dp=st.sampled_from([1, 2]))
+def test_step_time_is_slots_times_m_plus_p_minus_1(b, p, dp):
+    curve = RateCurve((1, 10_000), (1e11, 1e12))
+    step = model_step(XL, 256, 64, b, p, dp, curve)
+    m = 64 // (b * dp)
+    assert step.num_microbatches == m and step.bubble_fraction == bubble_fraction(p, m)
+    assert step.step_seconds == pytest.approx((m + p - 1) * step.slot_seconds)
+    assert step.tokens_per_second == pytest.approx(64 * 256 / step.step_seconds)
+
+
+def test_bad_input_is_named():
+    curve = RateCurve((1, 2), (1e9, 2e9))
+    with pytest.raises(ValueError, match="global_batch = 63 不能被"):
+        model_step(XL, 1024, 63, 2, 4, 2, curve)

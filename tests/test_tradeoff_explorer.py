@@ -1,0 +1,64 @@
+"""The bubble-versus-matmul explorer of 4.4: every control changes what the reader sees."""
+import contextlib
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from batchlab.case import CASE_STUDY  # noqa: E402
+from batchlab.throughput import RateCurve, model_step  # noqa: E402
+from batchlab.ui import style  # noqa: E402
+from batchlab.ui.pipeline import TradeoffExplorer  # noqa: E402
+
+CURVE = RateCurve((1024, 2048, 4096, 8192), (1e12, 3e12, 4e12, 4.2e12), "测试曲线")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chinese_font():
+    style.setup()
+
+
+def explorer(**kwargs):
+    with contextlib.redirect_stdout(io.StringIO()):  # outside a kernel the Output widget prints
+        return TradeoffExplorer(CURVE, **kwargs)
+
+
+def test_default_is_the_case_study_and_its_numbers_come_from_the_model():
+    e = explorer()
+    expect = model_step(CASE_STUDY.config, CASE_STUDY.seq_len, 64, 2, 4, 2, CURVE)
+    assert e.step == expect
+    assert "m = <b>16</b>" in e.summary.value and "15.8%" in e.summary.value and e.png
+
+
+@pytest.mark.parametrize("control, value", [("global_batch", 128), ("micro_batch_size", 4),
+                                            ("pipeline_stages", 8), ("data_parallel", 4), ("schedule", "gpipe")])
+def test_every_control_changes_the_output(control, value):
+    e = explorer()
+    before_png, before_summary = e.png, e.summary.value
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls[control].value = value
+    assert e.png != before_png
+    if control != "schedule":  # GPipe and 1F1B take the same modelled time; the timeline differs
+        assert e.summary.value != before_summary
+
+
+def test_best_micro_batch_and_memory_limits_are_marked():
+    e = explorer()
+    assert "模型下最快且放得下的微批次大小：<b>4</b>" in e.summary.value  # the steep curve favours 4
+    tight = explorer(device_memory_gib=12.0)
+    steps, fits = tight.candidates({c: w.value for c, w in tight.controls.items()})
+    assert fits[0] and not fits[-1]  # micro 1 fits in 12 GiB, micro 32 does not
+    with contextlib.redirect_stdout(io.StringIO()):
+        tight.controls["micro_batch_size"].value = 32
+    assert "放不下" in tight.summary.value
+
+
+def test_invalid_input_shows_a_message():
+    e = explorer()
+    png = e.png
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["global_batch"].value = 63
+    assert e.step is None and "global_batch = 63 不能被" in e.summary.value and e.png == png
