@@ -88,6 +88,24 @@ def bench_memory_explorer() -> float:
             for _ in range(20))
 
 
+def bench_tradeoff_explorer() -> float:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from batchlab.throughput import RateCurve
+    from batchlab.ui import style
+    from batchlab.ui.pipeline import TradeoffExplorer
+
+    style.setup()
+    curve = RateCurve((1024, 2048, 4096, 8192), (1e12, 2e12, 2.5e12, 2.6e12), "bench")
+    sizes = iter([1, 2, 4, 8, 16, 32] * 10)
+    with contextlib.redirect_stdout(io.StringIO()):
+        explorer = TradeoffExplorer(curve)
+        return statistics.median(
+            best_of(lambda: setattr(explorer.controls["micro_batch_size"], "value", next(sizes)), repeat=1)
+            for _ in range(20))
+
+
 def bench_notebook(path: Path) -> float:
     import nbformat
     from nbclient import NotebookClient
@@ -109,6 +127,7 @@ def main() -> int:
         ("BatchCalculator update", 0.05, bench_calculator),
         ("NoiseExplorer batch-size change", 0.1, bench_explorer),
         ("MemoryExplorer micro-batch change", 0.1, bench_memory_explorer),
+        ("TradeoffExplorer micro-batch change", 0.1, bench_tradeoff_explorer),
     ]
     for entry in toc_entries():
         notebook = ROOT / f"{entry}.ipynb"

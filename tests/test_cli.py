@@ -123,3 +123,26 @@ def test_bad_memory_flags_exit_2(args, reason):
     base = ["plan", "--global-batch", "64", "--micro-batch", "2", "--data-parallel", "2", "--pipeline-stages", "4"]
     proc = subprocess.run([sys.executable, "-m", "batchlab", *base, *args], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and reason in proc.stderr
+
+
+def test_pipeline_simulates_by_default(capsys):
+    out = run_json(["pipeline", "--schedule", "1f1b", "--stages", "4", "--micro-batches", "8", "--json"], capsys)
+    assert out["run"] == "simulated" and out["bubble_fraction"] == pytest.approx(3 / 11)
+    assert out["bubble_fraction_formula"] == 3 / 11 and out["peak_in_flight"] == [4, 3, 2, 1]
+    assert out["step_time"] == (8 + 4 - 1) * 3  # m + p − 1 slots of forward 1 + backward 2
+    gpipe = run_json(["pipeline", "--schedule", "gpipe", "--stages", "4", "--micro-batches", "2", "--json"], capsys)
+    assert gpipe["peak_in_flight"] == [2, 2, 2, 2]
+
+
+def test_pipeline_runs_locally(capsys):
+    out = run_json(["pipeline", "--stages", "2", "--micro-batches", "4", "--run", "local", "--d-model", "64",
+                    "--json"], capsys)
+    assert out["run"] == "local" and out["step_time_unit"] == "seconds" and out["step_time"] > 0
+    assert out["peak_in_flight"] == [2, 1] and 0 < out["bubble_fraction"] < 1
+
+
+def test_pipeline_rejects_1f1b_with_too_few_micro_batches():
+    proc = subprocess.run([sys.executable, "-m", "batchlab", "pipeline", "--schedule", "1f1b", "--stages", "4",
+                           "--micro-batches", "2"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4" in proc.stderr

@@ -1,8 +1,8 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.pipeline_schedules import (SCHEDULES, bubble_fraction, bubble_overhead, in_flight_microbatches,
-                                         pipeline_timeline, schedule_order, simulate)
+from batchlab.pipeline_schedules import (SCHEDULES, Timeline, bubble_fraction, bubble_overhead, check_runnable,
+                                         in_flight_microbatches, pipeline_timeline, schedule_order, simulate)
 
 
 def test_lecture_bubble_numbers():
@@ -69,3 +69,32 @@ def test_in_flight_of_the_case_study():
     # 4 stages, 16 micro-batches: GPipe keeps all 16 on every stage, 1F1B at most 4, 3, 2, 1.
     assert in_flight_microbatches("gpipe", 4, 16) == [16, 16, 16, 16]
     assert in_flight_microbatches("1f1b", 4, 16) == [4, 3, 2, 1]
+
+
+@pytest.mark.parametrize("schedule, p, m", [("gpipe", 4, 1), ("gpipe", 1, 1), ("1f1b", 4, 4), ("1f1b", 2, 7)])
+def test_runnable_schedules_pass(schedule, p, m):
+    assert check_runnable(schedule, p, m) is None
+
+
+def test_1f1b_with_fewer_microbatches_than_stages_is_not_runnable():
+    # The simulator has an order for it, but torch.distributed.pipelining's Schedule1F1B refuses it.
+    assert len(pipeline_timeline("1f1b", 4, 2).ops) == 16
+    with pytest.raises(ValueError, match=r"num_microbatches = 2：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4"):
+        check_runnable("1f1b", 4, 2)
+    with pytest.raises(ValueError, match="schedule = 'zb'"):
+        check_runnable("zb", 4, 8)
+    with pytest.raises(ValueError, match="pipeline_stages = 0"):
+        check_runnable("gpipe", 0, 8)
+
+
+def test_simulate_with_per_op_durations():
+    orders = schedule_order("gpipe", 2, 2)
+    uniform = {(k, s, i): (1.0 if k == "F" else 2.0) for k in "FB" for s in range(2) for i in range(2)}
+    assert simulate(orders, durations=uniform) == simulate(orders)
+    slow_last = {**uniform, ("F", 1, 0): 3.0, ("F", 1, 1): 3.0}  # a slow last stage: a bigger bubble
+    t = Timeline("gpipe", 2, 2, simulate(orders, durations=slow_last))
+    assert t.makespan == 1 + 3 + 3 + 2 + 2 + 2
+    with pytest.raises(ValueError, match=r"durations 缺少操作 \('B', 1, 1\)"):
+        simulate(orders, durations={key: v for key, v in uniform.items() if key != ("B", 1, 1)})
+    with pytest.raises(ValueError, match=r"durations\[\('F', 0, 0\)\] = -1.0：必须是有限的正数"):
+        simulate(orders, durations={**uniform, ("F", 0, 0): -1.0})

@@ -82,6 +82,12 @@ def test_exercise_answers_are_the_books_numbers():
     assert expected("4.3-1") == 16 and expected("4.3-3") == 8 and expected("4.3-5") == 1.0
     assert expected("4.3-2") == pytest.approx(12 * (12 * 1600**2 + 13 * 1600) * 16 / 2**30)
     assert expected("4.3-4") == pytest.approx((34 * 1024 * 2 * 1600 + 5 * 25 * 1024**2 * 2) / 2**30)
+    # 4.4: M = 2 × 1024; 2·128·4096·8192 FLOP; that over 2·(128·4096 + 4096·8192 + 128·8192) bytes;
+    # (8 + 3)·2t over (16 + 3)·t; only an unchanged efficiency makes the step slower
+    assert expected("4.4-1") == 2048 and expected("4.4-5") == "A"
+    assert expected("4.4-2") == pytest.approx(2 * 128 * 4096 * 8192 / 1e9)
+    assert expected("4.4-3") == pytest.approx(2 * 128 * 4096 * 8192 / (2 * (128 * 4096 + 4096 * 8192 + 128 * 8192)))
+    assert expected("4.4-4") == pytest.approx(22 / 19)
 
 
 @pytest.mark.parametrize("answer, says", [(None, "还没有作答"), ("8", "请填一个数字"), (True, "请填一个数字")])

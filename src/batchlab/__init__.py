@@ -11,11 +11,14 @@ way. :data:`LAYERS` lists every module by layer; ``tests/test_layers.py`` reads 
   ``sampling`` (E‖G_B − G‖², the two-batch estimator), ``memory`` (bytes per pipeline stage, the
   lecture's micro-batch growth procedure), ``scaling`` (learning-rate rules, McCandlish et al.'s
   trade-off), ``npu_smi`` (parses ``npu-smi info``), ``verdicts`` (the criteria that decide whether a
-  claim of the lecture holds), ``throughput`` (FLOPs, a measured rate curve, the modelled step time).
+  claim of the lecture holds), ``throughput`` (FLOPs, a measured rate curve, the modelled step time),
+  ``roofline`` (a matmul's FLOPs, bytes and intensity, ridge point, device peaks as sourced ranges).
 * **measurement** — torch on the reader's NPU, GPU or CPU. ``device`` (choosing and timing a device),
   ``device_memory`` (reading its memory), ``memory_meter`` (saved activations, step peaks, the growth
   procedure on a device), ``model`` (the GPT), ``data`` (a seeded Markov corpus),
-  ``noise`` (per-sample gradients, noise scale), ``optim`` (LAMB), ``train`` (the training loop).
+  ``noise`` (per-sample gradients, noise scale), ``optim`` (LAMB), ``train`` (the training loop),
+  ``pipeline_run`` (the GPT cut into stages, run as a pipeline in one process or one process per stage),
+  ``matmul_bench`` (matmul seconds and TFLOP/s per M, the device's measured roofs).
 * **presentation** — ``ui`` (figures, widgets, exercises and tables, one module per topic) and ``cli``
   (``python -m batchlab``).
 
@@ -25,9 +28,11 @@ __version__ = "0.1.0"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "math": ("checks", "presets", "case", "batching", "partition", "pipeline_schedules", "sampling", "memory",
-             "scaling", "npu_smi", "verdicts", "throughput"),
-    "measurement": ("device", "device_memory", "memory_meter", "model", "data", "noise", "optim", "train"),
-    "presentation": ("ui", "ui.style", "ui.tables", "ui.batch", "ui.pipeline", "ui.noise", "ui.memory", "ui.convergence",
+             "scaling", "npu_smi", "verdicts", "throughput", "roofline"),
+    "measurement": ("device", "device_memory", "memory_meter", "model", "data", "noise", "optim", "train",
+                    "pipeline_run", "matmul_bench"),
+    "presentation": ("ui", "ui.style", "ui.tables", "ui.batch", "ui.pipeline", "ui.efficiency", "ui.noise", "ui.memory",
+                     "ui.convergence",
                      "ui.exercises", "ui.exercises.base", "ui.exercises.chapter_4_1",
-                     "ui.exercises.chapter_4_2", "ui.exercises.chapter_4_3", "cli", "__main__"),
+                     "ui.exercises.chapter_4_2", "ui.exercises.chapter_4_3", "ui.exercises.chapter_4_4", "cli", "__main__"),
 }

@@ -3,6 +3,8 @@
     python -m batchlab plan --model gpt2-xl --seq-len 1024 --global-batch 64 \\
         --micro-batch 2 --pipeline-stages 4 --data-parallel 2 --json
     python -m batchlab device
+    python -m batchlab bench-matmul --m 1 8 64 128 --dtype bfloat16
+    python -m batchlab pipeline --schedule 1f1b --stages 4 --micro-batches 8 [--run local|distributed]
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments and a function
 that runs it and returns what to print. Invalid input exits 2 with one line on stderr.
@@ -20,8 +22,9 @@ from .case import CASE_STUDY
 from .memory import (DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, PRECISIONS, RECOMPUTE_MODES, MemorySettings,
                      default_precision, stage_memory)
 from .partition import partition_layers
-from .pipeline_schedules import SCHEDULES
+from .pipeline_schedules import SCHEDULES, bubble_fraction, check_runnable, in_flight_microbatches, pipeline_timeline
 from .presets import PRESETS, count_params, get_config  # no torch: `plan` answers instantly
+from .roofline import element_bytes
 
 __all__ = ["main", "plan_report", "COMMANDS"]
 
@@ -158,6 +161,95 @@ def _device_text(info: dict) -> str:
                      for key, value in info.items())
 
 
+# ── bench-matmul ─────────────────────────────────────────────────────────────────────────────────
+
+_BENCH_MS = (1, 2, 4, 8, 16, 32, 64, 128)  # = matmul_bench.DEFAULT_MS, repeated so --help needs no torch
+
+
+def _bench_matmul_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--m", type=int, nargs="+", default=list(_BENCH_MS),
+                        help="rows M of [M, K] × [K, N] (default: 1 2 4 … 128)")
+    parser.add_argument("--k", type=int, default=4096, help="inner dimension K (default 4096)")
+    parser.add_argument("--n", type=int, default=8192, help="columns N (default 8192)")
+    # No argparse choices: the package's one_of check answers in the book's wording.
+    parser.add_argument("--dtype", default="float32", help="float32 (default), bfloat16 or float16")
+    parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, npu, npu:1, …")
+    parser.add_argument("--repeats", type=int, default=5, help="samples per M; the best counts (default 5)")
+    parser.add_argument("--min-seconds", type=float, default=0.01,
+                        help="each sample repeats the matmul until it lasts this long (default 0.01)")
+
+
+def _bench_matmul(args: argparse.Namespace) -> dict:
+    element_bytes(args.dtype)  # a dtype typo answers before torch loads (seconds on a laptop)
+    from .matmul_bench import bench_matmul, efficiency  # torch only for the commands that need it
+
+    report = bench_matmul(args.m, args.k, args.n, args.dtype, args.device, args.repeats, args.min_seconds)
+    report["fraction_of_best"] = efficiency(report["results"])
+    return report
+
+
+def _bench_matmul_text(report: dict) -> str:
+    lines = [f"device  {report['device']} ({report['device_name']}), {report['dtype']}, "
+             f"best of {report['repeats']} samples ≥ {report['min_seconds']:g} s",
+             f"{'m':>6} {'k':>6} {'n':>6} {'seconds':>11} {'TFLOP/s':>9} {'of best':>8}"]
+    for row, fraction in zip(report["results"], report["fraction_of_best"]):
+        lines.append(f"{row['m']:>6} {row['k']:>6} {row['n']:>6} {row['seconds']:>11.4e} "
+                     f"{row['tflops']:>9.4f} {fraction:>8.1%}")
+    return "\n".join(lines)
+
+
+# ── pipeline ─────────────────────────────────────────────────────────────────────────────────────
+
+def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b", help="pipeline schedule (default 1f1b)")
+    parser.add_argument("--stages", type=int, required=True, help="pipeline stages p")
+    parser.add_argument("--micro-batches", type=int, required=True, help="micro-batches per step m")
+    parser.add_argument("--run", choices=["local", "distributed"], default=None,
+                        help="measure instead of simulate: one process (local) or one process per stage "
+                             "(distributed, torch.distributed.pipelining) running a small GPT")
+    parser.add_argument("--micro-batch-size", type=int, default=4, help="sequences per micro-batch when run (default 4)")
+    parser.add_argument("--seq-len", type=int, default=64, help="tokens per sequence when run (default 64)")
+    parser.add_argument("--d-model", type=int, default=128, help="width of the GPT that is run (default 128)")
+
+
+def _pipeline(args: argparse.Namespace) -> dict:
+    check_runnable(args.schedule, args.stages, args.micro_batches)  # 1F1B needs m ≥ p, as the runtimes do
+    p, m = args.stages, args.micro_batches
+    report = {"schedule": args.schedule, "pipeline_stages": p, "num_microbatches": m,
+              "bubble_fraction_formula": bubble_fraction(p, m),
+              "peak_in_flight": in_flight_microbatches(args.schedule, p, m)}
+    if args.run is None:
+        timeline = pipeline_timeline(args.schedule, p, m)
+        return {**report, "run": "simulated", "bubble_fraction": timeline.idle_fraction,
+                "step_time": timeline.makespan, "step_time_unit": "one forward pass (backward = 2)"}
+    from .model import GPT  # torch only for the runs
+    from .pipeline_run import pipeline_batch, run_pipeline_distributed, run_pipeline_local
+
+    config = get_config("tiny", n_layer=max(p, 2), d_model=args.d_model, n_head=4, n_positions=max(64, args.seq_len))
+    if args.run == "local":
+        inputs, targets = pipeline_batch(config, m, args.micro_batch_size, args.seq_len, seed=0)
+        result = run_pipeline_local(GPT(config), inputs, targets, p, m, args.schedule)
+        timeline, seconds = result["replayed"], result["replayed"].makespan
+    else:
+        result = run_pipeline_distributed(config, p, m, args.micro_batch_size, args.seq_len, args.schedule)
+        timeline, seconds = result["timeline"], min(result["step_seconds"])
+    return {**report, "run": args.run, "bubble_fraction": timeline.idle_fraction, "step_time": seconds,
+            "step_time_unit": "seconds", "peak_in_flight": timeline.peak_in_flight(),
+            "model": {"n_layer": config.n_layer, "d_model": config.d_model,
+                      "micro_batch_size": args.micro_batch_size, "seq_len": args.seq_len}}
+
+
+def _pipeline_text(report: dict) -> str:
+    unit = "s" if report["step_time_unit"] == "seconds" else "× forward"
+    return "\n".join([
+        f"schedule         {report['schedule']} ({report['run']}), {report['pipeline_stages']} stages, "
+        f"{report['num_microbatches']} micro-batches",
+        f"bubble_fraction  {report['bubble_fraction']:.3f}  (formula (p-1)/(m+p-1) = {report['bubble_fraction_formula']:.3f})",
+        f"step time        {report['step_time']:.4g} {unit}",
+        f"peak in flight   {report['peak_in_flight']} micro-batches per stage",
+    ])
+
+
 # ── the table ────────────────────────────────────────────────────────────────────────────────────
 
 @dataclass(frozen=True)
@@ -175,6 +267,10 @@ COMMANDS: dict[str, Command] = {
                     _plan_arguments, _plan, _plan_text),
     "device": Command("report the compute path (NPU, CUDA or CPU) and its memory",
                       _device_arguments, _device, _device_text),
+    "pipeline": Command("simulate (or run) one pipeline step: bubble, step time, in-flight micro-batches per stage",
+                        _pipeline_arguments, _pipeline, _pipeline_text),
+    "bench-matmul": Command("time [M, K] × [K, N] matmuls per M: seconds, TFLOP/s, fraction of the best",
+                            _bench_matmul_arguments, _bench_matmul, _bench_matmul_text),
 }
 
 

@@ -13,7 +13,7 @@ from .checks import one_of, positive, whole
 
 __all__ = [
     "ScheduleName", "SCHEDULES", "Op", "Timeline", "bubble_fraction", "bubble_overhead",
-    "in_flight_microbatches", "schedule_order", "simulate", "pipeline_timeline",
+    "in_flight_microbatches", "schedule_order", "check_runnable", "simulate", "pipeline_timeline",
 ]
 
 ScheduleName = Literal["gpipe", "1f1b"]
@@ -117,15 +117,35 @@ def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatche
     return orders
 
 
+def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> None:
+    """Raise ValueError unless a real pipeline (:mod:`batchlab.pipeline_run`) can run this schedule.
+
+    Beyond the argument checks, one rule: 1F1B needs m ≥ p micro-batches. Its order above is defined
+    for any m, but ``torch.distributed.pipelining.Schedule1F1B`` refuses m < p, and with m < p the
+    steady 1F1B phase never starts (the schedule degenerates to GPipe), so both runtimes of 4.4 reject it.
+    """
+    one_of("schedule", schedule, SCHEDULES)
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
+    if schedule == "1f1b" and m < p:
+        raise ValueError(f"num_microbatches = {m}：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = {p}"
+                         "（torch.distributed.pipelining 的 Schedule1F1B 同样拒绝 m < p）")
+
+
 def simulate(
     orders: list[list[tuple[str, int]]],
     forward_time: float = 1.0,
     backward_time: float = 2.0,
+    durations: dict[tuple[str, int, int], float] | None = None,
 ) -> tuple[Op, ...]:
     """Replay per-stage orders: an op starts when its stage is free and its input has arrived.
 
     F(s, i) needs F(s−1, i); B(s, i) needs B(s+1, i), or F(s, i) on the last stage.
     Communication is free here; the measured pipelines of 4.4 add it back.
+
+    ``durations`` (optional) gives each op its own cost, keyed ``(kind, stage, microbatch)``, e.g. the
+    per-op times measured in one process by :func:`batchlab.pipeline_run.run_pipeline_local`; it then
+    replaces ``forward_time`` and ``backward_time`` and must cover every op.
     """
     forward_time = positive("forward_time", forward_time)
     backward_time = positive("backward_time", backward_time)
@@ -147,7 +167,13 @@ def simulate(
                 if dep is not None and dep not in done:
                     break
                 start = max(free_at[s], done[dep] if dep else 0.0)
-                end = start + (forward_time if kind == "F" else backward_time)
+                if durations is None:
+                    cost = forward_time if kind == "F" else backward_time
+                elif (kind, s, i) in durations:
+                    cost = positive(f"durations[{(kind, s, i)!r}]", durations[(kind, s, i)])
+                else:
+                    raise ValueError(f"durations 缺少操作 {(kind, s, i)!r}：必须为每个操作给出耗时")
+                end = start + cost
                 done[(kind, s, i)] = free_at[s] = end
                 ops.append(Op(stage=s, microbatch=i, kind=kind, start=start, end=end))
                 cursor[s] += 1

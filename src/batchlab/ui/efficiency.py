@@ -1,0 +1,56 @@
+"""Compute-efficiency figures (4.4): the matmul rate against M, and the roofline.
+
+Numbers come from :mod:`batchlab.matmul_bench` (measured) and :mod:`batchlab.roofline` (the model);
+these functions only draw them.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from ..roofline import arithmetic_intensity, element_bytes, roofline_flops
+from .style import PALETTE, new_axes
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["plot_matmul_rates", "plot_roofline"]
+
+
+def plot_matmul_rates(reports: Sequence[Mapping], ax: "Axes | None" = None) -> "Figure":
+    """Achieved TFLOP/s against M (log 2 axis) for each ``bench_matmul`` report (one line per dtype)."""
+    fig, ax = new_axes(ax, figsize=(6.2, 3.6))
+    for colour, report in zip(PALETTE, reports):
+        rows = report["results"]
+        ax.plot([r["m"] for r in rows], [r["tflops"] for r in rows], "o-", color=colour,
+                label=f"{report['dtype']}（{report['device']}）")
+    ms = [r["m"] for r in reports[0]["results"]]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ms, [str(m) for m in ms])
+    first = reports[0]["results"][0]
+    ax.set_xlabel(f"M（[M, {first['k']}] × [{first['k']}, {first['n']}] 的行数）")
+    ax.set_ylabel("实测 TFLOP/s")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_roofline(peak_flops: float, bandwidth: float, points: Sequence[tuple[int, int, int, float]],
+                  dtype: str = "float32", label: str = "", ax: "Axes | None" = None) -> "Figure":
+    """The roofline min(peak, intensity × bandwidth) on log–log axes, with measured matmuls placed at
+    their arithmetic intensity. ``points`` are (m, k, n, achieved FLOP/s)."""
+    fig, ax = new_axes(ax, figsize=(6.2, 3.8))
+    size = element_bytes(dtype)
+    xs = [arithmetic_intensity(m, k, n, size) for m, k, n, _ in points]
+    lo, hi = min(xs + [peak_flops / bandwidth]) / 3, max(xs + [peak_flops / bandwidth]) * 3
+    grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
+    ax.loglog(grid, [roofline_flops(x, peak_flops, bandwidth) / 1e12 for x in grid], "k-", lw=1.4,
+              label=f"屋顶线{label}")
+    ax.axvline(peak_flops / bandwidth, color="0.5", ls=":", lw=1, label=f"拐点 {peak_flops / bandwidth:.1f} FLOP/字节")
+    ax.loglog(xs, [f / 1e12 for *_, f in points], "o", color=PALETTE[0], label="实测矩阵乘法")
+    for x, (m, *_rest) in zip(xs, points):
+        ax.annotate(f"M={m}", (x, _rest[-1] / 1e12), xytext=(4, -10), textcoords="offset points", fontsize=7)
+    ax.set_xlabel(f"算术强度（FLOP/字节，{dtype}）")
+    ax.set_ylabel("TFLOP/s")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig

@@ -1,0 +1,216 @@
+"""Real pipelines of the GPT (batchlab.pipeline_run): the split model computes what the GPT computes,
+one process replaying a schedule gives gradient accumulation's gradients and a timeline that keeps the
+schedule's rules, and p processes on torch.distributed.pipelining give the same gradients."""
+import json
+import multiprocessing
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import torch
+
+import batchlab.pipeline_run as pipeline_run
+from batchlab.model import GPT, get_config
+from batchlab.pipeline_run import pipeline_batch, run_pipeline_distributed, run_pipeline_local, split_model
+from batchlab.pipeline_schedules import in_flight_microbatches
+
+CONFIG = get_config("tiny", n_layer=4)
+
+
+def accumulated_grads(config, inputs, targets, m):
+    """Plain gradient accumulation over the same m micro-batches: the reference."""
+    model = GPT(config)
+    for x, y in zip(inputs.tensor_split(m), targets.tensor_split(m)):
+        (model.loss(x, y) / m).backward()
+    return {name: p.grad for name, p in model.named_parameters()}
+
+
+def assert_same_grads(got, want, atol=1e-6):
+    assert set(got) == set(want)
+    for name in want:
+        assert torch.allclose(got[name], want[name], atol=atol, rtol=0), name
+
+
+def assert_schedule_rules(timeline, schedule, p, m):
+    keys = [(op.kind, op.stage, op.microbatch) for op in timeline.ops]
+    assert len(keys) == 2 * p * m and set(keys) == {(k, s, i) for k in "FB" for s in range(p) for i in range(m)}
+    end = {(op.kind, op.stage, op.microbatch): op.end for op in timeline.ops}
+    for op in timeline.ops:
+        assert 0 <= op.start < op.end
+        if op.kind == "F" and op.stage > 0:
+            assert op.start >= end[("F", op.stage - 1, op.microbatch)]
+        if op.kind == "B":
+            dep = ("B", op.stage + 1, op.microbatch) if op.stage < p - 1 else ("F", op.stage, op.microbatch)
+            assert op.start >= end[dep]
+    for s in range(p):  # one op at a time per stage
+        mine = sorted((op for op in timeline.ops if op.stage == s), key=lambda op: op.start)
+        assert all(a.end <= b.start for a, b in zip(mine, mine[1:]))
+    assert timeline.peak_in_flight() == in_flight_microbatches(schedule, p, m)
+
+
+# ── split_model ───────────────────────────────────────────────────────────────────────────────────
+
+@pytest.mark.parametrize("tie", [True, False])
+@pytest.mark.parametrize("p, method", [(1, "uniform"), (2, "uniform"), (3, "uniform"), (4, "balanced")])
+def test_stages_compose_to_the_gpt(p, method, tie):
+    model = GPT(get_config("tiny", n_layer=4, tie_embeddings=tie))
+    x, y = pipeline_batch(model.config, 2, 2, 8)
+    stages = split_model(model, p, method)
+    h = x
+    for stage in stages[:-1]:
+        h = stage(h)
+    assert torch.equal(stages[-1](h), model(x))
+    assert torch.equal(stages[-1](h, y), model.loss(x, y))
+    # The GPT's own parameters, under the GPT's names; only the tied matrix sits on two stages.
+    names = [name for stage in stages for name, _ in stage.named_parameters()]
+    assert set(names) == {name for name, _ in model.named_parameters()}
+    assert sorted(set(n for n in names if names.count(n) > 1)) == (["wte.weight"] if tie and p > 1 else [])
+    params = dict(model.named_parameters())
+    assert all(param is params[name] for stage in stages for name, param in stage.named_parameters())
+
+
+def test_split_model_rejects():
+    with pytest.raises(ValueError, match="pipeline_stages = 5 超过了 tiny 的层数 n_layer = 4"):
+        split_model(GPT(CONFIG), 5)
+    with pytest.raises(ValueError, match="method = 'even'"):
+        split_model(GPT(CONFIG), 2, "even")
+    with pytest.raises(ValueError, match="必须是 batchlab.model.GPT"):
+        split_model(torch.nn.Linear(2, 2), 2)
+
+
+# ── one process ───────────────────────────────────────────────────────────────────────────────────
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p, m, tie", [(2, 4, True), (4, 4, True), (4, 6, True), (2, 3, False)])
+def test_local_pipeline_gives_accumulated_gradients(schedule, p, m, tie):
+    config = get_config("tiny", n_layer=4, tie_embeddings=tie)
+    x, y = pipeline_batch(config, m, 2, 12, seed=1)
+    result = run_pipeline_local(GPT(config), x, y, p, m, schedule)
+    assert_same_grads(result["grads"], accumulated_grads(config, x, y, m))
+    assert result["loss"] == pytest.approx(GPT(config).loss(x, y).item(), abs=1e-5)
+
+
+@pytest.mark.parametrize("recompute", ["selective", "full"])
+def test_stages_recompute_as_the_gpt_does(recompute):
+    x, y = pipeline_batch(CONFIG, 4, 1, 8)
+    result = run_pipeline_local(GPT(CONFIG, recompute=recompute), x, y, 2, 4)
+    assert_same_grads(result["grads"], accumulated_grads(CONFIG, x, y, 4))
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_local_timeline_keeps_the_schedule(schedule):
+    p, m = 4, 8
+    x, y = pipeline_batch(CONFIG, m, 1, 8)
+    result = run_pipeline_local(GPT(CONFIG), x, y, p, m, schedule)
+    for key in ("timeline", "replayed"):
+        timeline = result[key]
+        assert (timeline.schedule, timeline.pipeline_stages, timeline.num_microbatches) == (schedule, p, m)
+        assert_schedule_rules(timeline, schedule, p, m)
+    ops = sorted(result["timeline"].ops, key=lambda op: op.start)
+    assert ops[0].start == 0.0
+    assert all(a.end <= b.start for a, b in zip(ops, ops[1:]))  # one process: one op at a time
+    # The same durations, replayed on p devices, overlap: the step gets shorter.
+    assert result["replayed"].makespan < result["timeline"].makespan
+    assert result["replayed"].idle_fraction < result["timeline"].idle_fraction
+
+
+def test_local_pipeline_rejects():
+    model = GPT(CONFIG)
+    x, y = pipeline_batch(CONFIG, 4, 1, 8)
+    with pytest.raises(ValueError, match=r"num_microbatches = 2：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4"):
+        run_pipeline_local(model, x, y, 4, 2, "1f1b")
+    run_pipeline_local(model, x, y, 4, 2, "gpipe")  # GPipe has no such rule
+    with pytest.raises(ValueError, match="batch = 4 不能被 num_microbatches = 3 整除"):
+        run_pipeline_local(model, x, y, 2, 3)
+    with pytest.raises(ValueError, match="dropout = 0.1：流水线运行要求 dropout = 0"):
+        run_pipeline_local(GPT(get_config("tiny", n_layer=4, dropout=0.1)), x, y, 2, 2)
+    with pytest.raises(ValueError, match="schedule = 'zb'"):
+        run_pipeline_local(model, x, y, 2, 2, "zb")
+
+
+# ── one process per stage ─────────────────────────────────────────────────────────────────────────
+
+def new_children(before):
+    return [c for c in psutil.Process().children(recursive=True) if c.pid not in before and c.is_running()
+            and c.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_distributed_pipeline_matches_local(schedule):
+    p, m, b, seq = 2, 4, 2, 12
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    start = time.perf_counter()
+    result = run_pipeline_distributed(CONFIG, p, m, b, seq, schedule, steps=2, start_method="fork")
+    assert time.perf_counter() - start < 30
+    assert multiprocessing.active_children() == [] and new_children(before) == []
+
+    x, y = pipeline_batch(CONFIG, m, b, seq)
+    local = run_pipeline_local(GPT(CONFIG), x, y, p, m, schedule)
+    assert_same_grads(result["grads"], local["grads"])  # the tied wte.weight: both ranks' parts summed
+    assert result["loss"] == pytest.approx(local["loss"], abs=1e-5)
+    timeline = result["timeline"]
+    assert (timeline.schedule, timeline.pipeline_stages, timeline.num_microbatches) == (schedule, p, m)
+    assert_schedule_rules(timeline, schedule, p, m)
+    assert min(op.start for op in timeline.ops) == 0.0
+    assert len(result["step_seconds"]) == 2 and all(s > 0 for s in result["step_seconds"])
+    assert result["start_seconds"] > 0 and result["warmup_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_a_failing_rank_is_reported_and_every_process_ends(monkeypatch):
+    real = pipeline_run._run_rank
+
+    def fail_on_rank_1(rank, *args, **kwargs):
+        if rank == 1:
+            raise ArithmeticError("rank 1 broke on purpose")
+        return real(rank, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline_run, "_run_rank", fail_on_rank_1)  # forked ranks inherit the patch
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match="(?s)流水线的子进程出错.*rank 1.*rank 1 broke on purpose"):
+        run_pipeline_distributed(CONFIG, 2, 4, 1, 8, start_method="fork", timeout=60)
+    assert time.perf_counter() - start < 30  # rank 0, waiting for rank 1, was terminated, not waited for
+    assert multiprocessing.active_children() == [] and new_children(before) == []
+
+
+def test_distributed_pipeline_rejects_before_starting_processes():
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    with pytest.raises(ValueError, match="1F1B 要求微批次数 ≥ 流水线阶段数"):
+        run_pipeline_distributed(CONFIG, 4, 2, 1, 8, "1f1b")
+    with pytest.raises(ValueError, match="pipeline_stages = 3 超过了"):
+        run_pipeline_distributed("tiny", 3, 4, 1, 8, "gpipe")
+    with pytest.raises(ValueError, match="model = 'huge'"):
+        run_pipeline_distributed("huge", 2, 4, 1, 8)
+    with pytest.raises(ValueError, match="start_method = 'thread'"):
+        run_pipeline_distributed(CONFIG, 2, 4, 1, 8, start_method="thread")
+    with pytest.raises(ValueError, match="backend = 'nccl'：CPU 上只能用 'gloo'"):
+        run_pipeline_distributed(CONFIG, 2, 4, 1, 8, backend="nccl")
+    with pytest.raises(ValueError, match="seq_len = 100 超过了 n_positions = 64"):
+        run_pipeline_distributed(CONFIG, 2, 4, 1, 100)
+    assert new_children(before) == []
+
+
+@pytest.mark.slow
+def test_command_line_without_torchrun(monkeypatch, capsys):
+    monkeypatch.delenv("RANK", raising=False)
+    assert pipeline_run.main(["--stages", "2", "--micro-batches", "4", "--n-layer", "2", "--seq-len", "8"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["stages"] == 2 and summary["micro_batches"] == 4
+    assert summary["bubble_formula"] == pytest.approx(1 / 5)
+    assert 0 < summary["idle_fraction"] < 1
+
+
+@pytest.mark.slow
+def test_command_line_under_torchrun():
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "batchlab.pipeline_run", "--stages", "2", "--micro-batches", "4", "--n-layer", "2",
+           "--seq-len", "8", "--schedule", "gpipe", "--device", "cpu"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert (summary["schedule"], summary["stages"], summary["micro_batches"]) == ("gpipe", 2, 4)
+    assert len(summary["step_seconds"]) == 2
