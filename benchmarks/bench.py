@@ -63,12 +63,18 @@ def bench_explorer() -> float:
     data = make_corpus(256, 16, seed=0)
     ps = per_sample_grads(GPT(get_config("pico")), data.inputs, data.targets)
     sizes = [1, 2, 4, 8, 16, 32, 64, 128]
-    cycle = iter(sizes * 10)
-    # Outside a kernel the explorer's Output widget prints its images; keep the report readable.
     with contextlib.redirect_stdout(io.StringIO()):
         explorer = NoiseExplorer(gradient_cloud(ps, sizes), minibatch_error(ps, sizes))
+    return _median_change(explorer, "batch_size", sizes)
+
+
+def _median_change(explorer, control: str, values: list) -> float:
+    """Median seconds of 20 changes of ``explorer.controls[control]``, cycling through ``values``."""
+    cycle = iter(values * 20)
+    # Outside a kernel an explorer's Output widget prints its images; keep the report readable.
+    with contextlib.redirect_stdout(io.StringIO()):
         return statistics.median(
-            best_of(lambda: setattr(explorer.controls["batch_size"], "value", next(cycle)), repeat=1)
+            best_of(lambda: setattr(explorer.controls[control], "value", next(cycle)), repeat=1)
             for _ in range(20))
 
 
@@ -80,12 +86,9 @@ def bench_memory_explorer() -> float:
     from batchlab.ui.memory import MemoryExplorer
 
     style.setup()
-    sizes = iter([1, 2, 4, 8, 16, 32] * 10)
     with contextlib.redirect_stdout(io.StringIO()):
         explorer = MemoryExplorer()
-        return statistics.median(
-            best_of(lambda: setattr(explorer.controls["micro_batch_size"], "value", next(sizes)), repeat=1)
-            for _ in range(20))
+    return _median_change(explorer, "micro_batch_size", [1, 2, 4, 8, 16, 32])
 
 
 def bench_tradeoff_explorer() -> float:
@@ -98,12 +101,9 @@ def bench_tradeoff_explorer() -> float:
 
     style.setup()
     curve = RateCurve((1024, 2048, 4096, 8192), (1e12, 2e12, 2.5e12, 2.6e12), "bench")
-    sizes = iter([1, 2, 4, 8, 16, 32] * 10)
     with contextlib.redirect_stdout(io.StringIO()):
         explorer = TradeoffExplorer(curve)
-        return statistics.median(
-            best_of(lambda: setattr(explorer.controls["micro_batch_size"], "value", next(sizes)), repeat=1)
-            for _ in range(20))
+    return _median_change(explorer, "micro_batch_size", [1, 2, 4, 8, 16, 32])
 
 
 def bench_notebook(path: Path) -> float:

@@ -122,11 +122,11 @@ def test_growth_finds_the_largest_fitting_size(threshold, start, oom_at):
 
 
 def test_straight_line_criterion_flips_on_a_curve():
-    from batchlab.memory import straight_line_residual
+    from batchlab.verdicts import straight_line_residual
 
     b = [1, 2, 4, 8, 16]
     assert straight_line_residual(b, [100 + 37 * x for x in b]) == pytest.approx(0.0, abs=1e-12)
     assert straight_line_residual(b, [100 + 37 * x + 0.001 * x * x for x in b]) < 0.01
     assert straight_line_residual(b, [100 + 37 * x * x for x in b]) > 0.05  # quadratic: not a line
-    with pytest.raises(ValueError, match="至少 3 个"):
+    with pytest.raises(ValueError, match="至少 3 个点"):
         straight_line_residual([1, 2], [1, 2])

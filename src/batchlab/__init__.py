@@ -12,6 +12,7 @@ way. :data:`LAYERS` lists every module by layer; ``tests/test_layers.py`` reads 
   lecture's micro-batch growth procedure), ``scaling`` (learning-rate rules, McCandlish et al.'s
   trade-off), ``npu_smi`` (parses ``npu-smi info``), ``verdicts`` (the criteria that decide whether a
   claim of the lecture holds), ``throughput`` (FLOPs, a measured rate curve, the modelled step time),
+  ``fit`` (the least-squares line both a criterion and a fit use).
   ``roofline`` (a matmul's FLOPs, bytes and intensity, ridge point, device peaks as sourced ranges).
 * **measurement** — torch on the reader's NPU, GPU or CPU. ``device`` (choosing and timing a device),
   ``device_memory`` (reading its memory), ``memory_meter`` (saved activations, step peaks, the growth
@@ -28,7 +29,7 @@ __version__ = "0.1.0"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "math": ("checks", "presets", "case", "batching", "partition", "pipeline_schedules", "sampling", "memory",
-             "scaling", "npu_smi", "verdicts", "throughput", "roofline"),
+             "scaling", "npu_smi", "verdicts", "throughput", "roofline", "fit"),
     "measurement": ("device", "device_memory", "memory_meter", "model", "data", "noise", "optim", "train",
                     "pipeline_run", "matmul_bench"),
     "presentation": ("ui", "ui.style", "ui.tables", "ui.batch", "ui.pipeline", "ui.efficiency", "ui.noise", "ui.memory",

@@ -49,7 +49,7 @@ __all__ = [
     "PRECISIONS", "OPTIMIZER_STATES", "RECOMPUTE_MODES", "ATTENTION_KINDS", "GIB", "DEVICE_MEMORY_GIB",
     "default_precision", "bytes_per_param", "ModelStates", "model_states", "MemorySettings",
     "layer_activation_bytes", "stage_activation_bytes", "StageMemory", "MemoryReport", "stage_memory",
-    "grow_micro_batch", "straight_line_residual",
+    "grow_micro_batch",
 ]
 
 GIB = 2**30
@@ -309,18 +309,3 @@ def grow_micro_batch(measure, target_fraction: float = 0.9, start: int = 1, limi
                 high = mid
         good = low
     return {"best": good, "tried": tried, "target_fraction": target_fraction}
-
-
-def straight_line_residual(xs: list[float], ys: list[float]) -> float:
-    """Largest distance of the points from their least-squares straight line, relative to the largest
-    |y|: 0 for points exactly on a line. The criterion behind "activations grow linearly in B"."""
-    if len(xs) != len(ys) or len(xs) < 3:
-        raise ValueError(f"需要至少 3 个成对的点，收到 {len(xs)} 个 x 和 {len(ys)} 个 y")
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        raise ValueError("xs 全部相同：无法拟合直线")
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    scale = max(abs(y) for y in ys) or 1.0
-    return max(abs(y - (my + slope * (x - mx))) for x, y in zip(xs, ys)) / scale

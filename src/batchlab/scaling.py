@@ -9,6 +9,7 @@ import math
 from typing import Literal
 
 from .checks import at_most, one_of, positive as _positive, whole as _whole
+from .fit import least_squares_line
 
 __all__ = ["lr_schedule", "scale_lr", "steps_over_min", "samples_over_min", "fit_steps_samples", "LR_RULES",
            "LR_DECAYS"]
@@ -105,17 +106,9 @@ def fit_steps_samples(batch_sizes: list[int], steps: list[float]) -> dict[str, f
     Returns ``s_min``, ``e_min`` and ``b_noise``; raises if the fit has no positive intercept (the
     points do not level off, so the model does not describe them).
     """
-    if len(batch_sizes) != len(steps) or len(steps) < 2:
-        raise ValueError(f"需要至少 2 组成对的 (B, S)，收到 {len(batch_sizes)} 个 B 和 {len(steps)} 个 S")
     xs = [1.0 / _whole("batch_size", b, 1) for b in batch_sizes]
     ys = [_positive("steps", v) for v in steps]
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0:
-        raise ValueError("batch_sizes 全部相同：无法拟合")
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    s_min = my - slope * mx
+    s_min, slope = least_squares_line(xs, ys)
     if s_min <= 0 or slope <= 0:
         raise ValueError(f"拟合得到 S_min = {s_min:.3g}、斜率 {slope:.3g}：步数没有随 B 增大而趋平，模型不适用")
     return {"s_min": s_min, "e_min": slope, "b_noise": slope / s_min}

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from .checks import nonnegative, whole
+from .fit import least_squares_line
 
-__all__ = ["VERDICT", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
+__all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
            "samples_to_target", "holds_in_every_seed"]
 
 VERDICT: dict[bool, str] = {True: "成立", False: "不成立"}
@@ -71,3 +72,13 @@ def holds_in_every_seed(per_seed: Sequence[bool]) -> bool:
     if not per_seed:
         raise ValueError("per_seed 为空：至少需要一个随机种子的结果")
     return all(per_seed)
+
+
+def straight_line_residual(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Largest distance of the points from their least-squares straight line, relative to the largest
+    |y|: 0 for points exactly on a line. The criterion behind "activations grow linearly in B" (4.3)."""
+    if len(xs) < 3:
+        raise ValueError(f"需要至少 3 个点才能判断是不是直线，收到 {len(xs)} 个")
+    intercept, slope = least_squares_line(xs, ys)
+    scale = max(abs(y) for y in ys) or 1.0
+    return max(abs(y - (intercept + slope * x)) for x, y in zip(xs, ys)) / scale
