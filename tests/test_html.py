@@ -2,7 +2,7 @@
 and a real render in headless Chromium with the network switched off.
 
 The book is built ONCE per module into a temporary directory with
-`jupyter-book build <repo> --path-output <tmp> -W` (executes every chapter).
+`jupyter-book build <repo> --path-output <tmp> -W` (publishes the notebooks' committed outputs, which nbval checks).
 To check an existing build instead, point BATCHLAB_HTML_DIR at its html folder:
 
     BATCHLAB_HTML_DIR=_build/html .venv/bin/python -m pytest tests/test_html.py
@@ -170,8 +170,8 @@ def test_chapter_page_embeds_widget_state(built, doc):
         return
     assert len(states) == 1, f"{doc}.html: expected one {WIDGET_STATE} script, found {len(states)}"
     state = json.loads(states[0].string)["state"]
-    # the build re-executes the notebook (execute_notebooks: force), so model ids
-    # differ from the saved notebook's: compare counts, and views against the page's state
+    # the build publishes the committed outputs (execute_notebooks: off): compare the counts, and
+    # every view against the page's embedded state
     views = [json.loads(s.string)["model_id"]
              for s in soup.find_all("script", attrs={"type": WIDGET_VIEW})]
     assert len(views) == len(model_ids), (

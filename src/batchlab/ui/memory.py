@@ -20,7 +20,7 @@ from ..memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, Memor
                       default_precision, stage_memory)
 from ..pipeline_schedules import SCHEDULES
 from ..presets import PRESETS, get_config
-from .style import PALETTE, canvas_png, new_axes, render_error_html, show_png
+from .style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -287,7 +287,7 @@ class MemoryExplorer(widgets.VBox):
         self._draw(report, self._measured_for(v, len(report.stages)), title)
 
     def _draw(self, report: MemoryReport, measured: list | None, title: str) -> None:
-        self._ax.clear()
+        clear_artists(self._ax)
         plot_stage_memory(report, ax=self._ax, measured=measured, title=title)
         self.figure.canvas.draw()
         self.png = canvas_png(self.figure)

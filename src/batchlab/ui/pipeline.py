@@ -14,7 +14,7 @@ from ..memory import DEVICE_MEMORY_GIB, MemorySettings, default_precision, stage
 from ..pipeline_schedules import SCHEDULES, pipeline_timeline
 from ..presets import get_config
 from ..throughput import model_step
-from .style import PALETTE, canvas_png, new_axes, render_error_html, show_png
+from .style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -186,8 +186,8 @@ class TradeoffExplorer(widgets.VBox):
 
     def _draw(self, steps: list, fits: list[bool], v: dict) -> None:
         left, right = self._axes
-        left.clear()
-        right.clear()
+        for ax in self._axes:
+            clear_artists(ax)
         plot_tradeoff(steps, fits, v["micro_batch_size"], ax=left)
         timeline = pipeline_timeline(v["schedule"], v["pipeline_stages"], self.step.num_microbatches,
                                      forward_time=self.step.slot_seconds / 3, backward_time=2 * self.step.slot_seconds / 3)

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["CJK_FONTS", "PALETTE", "setup", "find_cjk_font", "new_axes", "render_error_html", "canvas_png",
+__all__ = ["CJK_FONTS", "PALETTE", "setup", "find_cjk_font", "new_axes", "render_error_html", "clear_artists",
+           "canvas_png",
            "show_png"]
 
 # Noto Sans CJK SC first (Debian fonts-noto-cjk, Binder's apt.txt); JP is the same .ttc seen by older
@@ -71,6 +72,17 @@ def new_axes(ax: "Axes | None", figsize: tuple[float, float] | None = None) -> t
 def render_error_html(message: str) -> str:
     """A widget's visible message for invalid input (never a traceback)."""
     return f'<div style="color:#b00020"><b>配置无效：</b>{html.escape(message)}</div>'
+
+
+def clear_artists(ax: "Axes") -> None:
+    """Remove what was drawn on ``ax`` (lines, bars, collections, texts, legend) but keep its axis and
+    tick objects: an explorer that redraws this way skips rebuilding them, which ``ax.clear()`` costs
+    about a fifth of a redraw."""
+    for artist in [*ax.lines, *ax.collections, *ax.texts, *ax.patches]:
+        artist.remove()
+    ax.containers.clear()  # the bar containers' patches are gone with ax.patches
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
 
 
 def canvas_png(figure: "Figure") -> bytes:
