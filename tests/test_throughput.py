@@ -56,3 +56,11 @@ def test_bad_input_is_named():
     curve = RateCurve((1, 2), (1e9, 2e9))
     with pytest.raises(ValueError, match="global_batch = 63 不能被"):
         model_step(XL, 1024, 63, 2, 4, 2, curve)
+
+
+def test_full_recompute_adds_one_forward_of_the_layers():
+    flat = RateCurve((1, 100_000), (1e12, 1e12))
+    plain = model_step(XL, 1024, 64, 2, 1, 2, flat)
+    full = model_step(XL, 1024, 64, 2, 1, 2, flat, recompute=True)
+    layers = 48 * layer_forward_flops(XL, 2, 1024)
+    assert full.slot_seconds - plain.slot_seconds == pytest.approx(layers / 1e12)

@@ -88,6 +88,11 @@ def test_exercise_answers_are_the_books_numbers():
     assert expected("4.4-2") == pytest.approx(2 * 128 * 4096 * 8192 / 1e9)
     assert expected("4.4-3") == pytest.approx(2 * 128 * 4096 * 8192 / (2 * (128 * 4096 + 4096 * 8192 + 128 * 8192)))
     assert expected("4.4-4") == pytest.approx(22 / 19)
+    # 4.5 lab (GPT-2 large, 16 cards): m = 128 / (2 × 4); 72·l·h²·(1 + s/6h + V/12lh) with l 36, h 1280
+    flops = 72 * 36 * 1280**2 * (1 + 1024 / (6 * 1280) + 50257 / (12 * 36 * 1280))
+    assert expected("4.5-1") == 16 and expected("4.5-5") == "C"
+    assert expected("4.5-2") == pytest.approx(flops / 1e9)
+    assert expected("4.5-3") == pytest.approx(100 * 20_000 * flops / (16 * 256e12))
 
 
 @pytest.mark.parametrize("answer, says", [(None, "还没有作答"), ("8", "请填一个数字"), (True, "请填一个数字")])

@@ -14,6 +14,8 @@ way. :data:`LAYERS` lists every module by layer; ``tests/test_layers.py`` reads 
   claim of the lecture holds), ``throughput`` (FLOPs, a measured rate curve, the modelled step time),
   ``fit`` (the least-squares line both a criterion and a fit use).
   ``roofline`` (a matmul's FLOPs, bytes and intensity, ridge point, device peaks as sourced ranges).
+  ``tune`` (every runnable micro-batch size with its bubble, memory and modelled tokens/s; the
+  recommendation, or the change that makes one fit; a roofline rate curve).
 * **measurement** — torch on the reader's NPU, GPU or CPU. ``device`` (choosing and timing a device),
   ``device_memory`` (reading its memory), ``memory_meter`` (saved activations, step peaks, the growth
   procedure on a device), ``model`` (the GPT), ``data`` (a seeded Markov corpus),
@@ -29,11 +31,13 @@ __version__ = "0.1.0"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "math": ("checks", "presets", "case", "batching", "partition", "pipeline_schedules", "sampling", "memory",
-             "scaling", "npu_smi", "verdicts", "throughput", "roofline", "fit"),
+             "scaling", "npu_smi", "verdicts", "throughput", "roofline", "fit", "audit",
+             "tune"),
     "measurement": ("device", "device_memory", "memory_meter", "model", "data", "noise", "optim", "train",
                     "pipeline_run", "matmul_bench"),
     "presentation": ("ui", "ui.style", "ui.tables", "ui.batch", "ui.pipeline", "ui.efficiency", "ui.noise", "ui.memory",
                      "ui.convergence",
                      "ui.exercises", "ui.exercises.base", "ui.exercises.chapter_4_1",
-                     "ui.exercises.chapter_4_2", "ui.exercises.chapter_4_3", "ui.exercises.chapter_4_4", "cli", "__main__"),
+                     "ui.exercises.chapter_4_2", "ui.exercises.chapter_4_3", "ui.exercises.chapter_4_4",
+                     "ui.exercises.chapter_4_5", "cli", "__main__"),
 }

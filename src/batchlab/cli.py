@@ -1,7 +1,9 @@
 """``python -m batchlab``: the book's numbers without a notebook.
 
     python -m batchlab plan --model gpt2-xl --seq-len 1024 --global-batch 64 \\
-        --micro-batch 2 --pipeline-stages 4 --data-parallel 2 --json
+        --micro-batch 2 --pipeline-stages 4 --data-parallel 2 [--tokens-per-second 3200] --json
+    python -m batchlab tune --model gpt2-xl --seq-len 1024 --global-batch 64 \\
+        --pipeline-stages 4 --data-parallel 2 [--peak-tflops 256 --bandwidth-tbs 0.4] --json
     python -m batchlab device
     python -m batchlab bench-matmul --m 1 8 64 128 --dtype bfloat16
     python -m batchlab pipeline --schedule 1f1b --stages 4 --micro-batches 8 [--run local|distributed]
@@ -19,14 +21,23 @@ from typing import Any, Callable, Sequence
 
 from .batching import plan_batch
 from .case import CASE_STUDY
+from .checks import positive
 from .memory import (DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, PRECISIONS, RECOMPUTE_MODES, MemorySettings,
                      default_precision, stage_memory)
 from .partition import partition_layers
 from .pipeline_schedules import SCHEDULES, bubble_fraction, check_runnable, in_flight_microbatches, pipeline_timeline
 from .presets import PRESETS, count_params, get_config  # no torch: `plan` answers instantly
-from .roofline import element_bytes
+from .roofline import DEVICE_PRESETS, element_bytes
+from .throughput import model_flops_per_token
+from .tune import roofline_curve, tune
 
-__all__ = ["main", "plan_report", "COMMANDS"]
+__all__ = ["main", "plan_report", "tune_report", "COMMANDS"]
+
+_NPU = DEVICE_PRESETS["ascend-910b"]
+DEFAULT_PEAK_FLOPS = _NPU.peak_flops[0]
+"""Per-device peak FLOP/s when none is given: the low end of the 910B preset (256 TFLOPS)."""
+DEFAULT_BANDWIDTH = _NPU.memory_bandwidth[0]
+"""Per-device memory bandwidth (bytes/s) when none is given: the low end of the 910B preset (0.4 TB/s)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,9 +53,12 @@ def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_
                 pipeline_stages: int = 1, data_parallel: int = 1,
                 stated_grad_accum: int | None = None, *, schedule: str = "1f1b", recompute: str = "none",
                 precision: str | None = None, optimizer: str = "adam", zero1: bool = False,
-                device_memory_gib: float = DEVICE_MEMORY_GIB) -> dict:
+                device_memory_gib: float = DEVICE_MEMORY_GIB, tokens_per_second: float | None = None,
+                peak_flops: float = DEFAULT_PEAK_FLOPS) -> dict:
     """Everything ``plan`` prints, as a JSON-able dict. Raises ValueError on invalid input.
-    ``precision`` None takes the model's default (16-bit mixed for GPT-2, fp32 for the small models)."""
+    ``precision`` None takes the model's default (16-bit mixed for GPT-2, fp32 for the small models).
+    ``tokens_per_second`` (the whole job's measured throughput) gives the MFU: tokens/s × model FLOPs per
+    token / (devices × ``peak_flops``, per-device FLOP/s); None without it."""
     config = get_config(model)
     seq_len = config.n_positions if seq_len is None else seq_len
     if seq_len < 1 or seq_len > config.n_positions:
@@ -56,6 +70,11 @@ def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_
                               data_parallel=data_parallel, recompute=recompute)
     memory = stage_memory(config, pipeline_stages, micro_batch_size, seq_len, plan.num_microbatches, schedule,
                           settings, device_memory_gib)
+    peak_flops = positive("peak_flops", peak_flops)
+    flops_per_token = model_flops_per_token(config, seq_len, recompute=(recompute == "full"))
+    mfu = None
+    if tokens_per_second is not None:
+        mfu = positive("tokens_per_second", tokens_per_second) * flops_per_token / (plan.devices * peak_flops)
     return {
         "model": model,
         "params": count_params(config),
@@ -69,6 +88,10 @@ def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_
         "optimizer": optimizer,
         "zero1": zero1,
         **memory.to_dict(),
+        "model_flops_per_token": flops_per_token,
+        "tokens_per_second": tokens_per_second,
+        "peak_flops": peak_flops,
+        "mfu": mfu,
     }
 
 
@@ -96,13 +119,21 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     memory.add_argument("--zero1", action="store_true", help="shard optimizer states over data parallel (ZeRO-1)")
     memory.add_argument("--device-memory-gb", type=float, default=DEVICE_MEMORY_GIB,
                         help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
+    utilization = parser.add_argument_group("model FLOPs utilization (chapter 4.4)")
+    utilization.add_argument("--tokens-per-second", type=float, default=None,
+                             help="measured throughput of the whole job (all devices); gives the MFU")
+    utilization.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_FLOPS / 1e12,
+                             help=f"per-device peak TFLOPS (default {DEFAULT_PEAK_FLOPS / 1e12:g}, the low end "
+                                  "of the Ascend 910B preset)")
 
 
 def _plan(args: argparse.Namespace) -> dict:
     return plan_report(args.model, args.seq_len, args.global_batch, args.micro_batch,
                        args.pipeline_stages, args.data_parallel, args.grad_accum, schedule=args.schedule,
                        recompute=args.recompute, precision=args.precision, optimizer=args.optimizer,
-                       zero1=args.zero1, device_memory_gib=args.device_memory_gb)
+                       zero1=args.zero1, device_memory_gib=args.device_memory_gb,
+                       tokens_per_second=args.tokens_per_second,
+                       peak_flops=positive("peak_tflops", args.peak_tflops) * 1e12)
 
 
 def _plan_text(report: dict) -> str:
@@ -134,6 +165,96 @@ def _plan_text(report: dict) -> str:
         lines.append(f"--grad-accum     matches the reading '{report['grad_accum_reading']}'")
     if not report["enough_microbatches"]:
         lines.append("warning          fewer micro-batches than stages: 1F1B cannot run, the pipeline never fills")
+    lines.append(f"model FLOPs      {report['model_flops_per_token']:.4g} per token (Narayanan et al. 2021"
+                 f"{', full recompute' if report['recompute'] == 'full' else ''})")
+    if report["mfu"] is not None:
+        lines.append(f"mfu              {report['mfu']:.1%}  = {report['tokens_per_second']:g} tokens/s × FLOPs/token "
+                     f"/ ({report['devices']} × {report['peak_flops'] / 1e12:g} TFLOPS)")
+    return "\n".join(lines)
+
+
+# ── tune ─────────────────────────────────────────────────────────────────────────────────────────
+
+def tune_report(model: str, seq_len: int | None, global_batch: int, pipeline_stages: int = 1,
+                data_parallel: int = 1, *, schedule: str = "1f1b", recompute: str = "none",
+                device_memory_gib: float = DEVICE_MEMORY_GIB, peak_flops: float = DEFAULT_PEAK_FLOPS,
+                bandwidth: float = DEFAULT_BANDWIDTH) -> dict:
+    """Everything ``tune`` prints: the inputs, the roofline rate curve used (per-device ``peak_flops`` in
+    FLOP/s, ``bandwidth`` in bytes/s) and :func:`batchlab.tune.tune`'s answer. Raises ValueError."""
+    config = get_config(model)
+    seq_len = config.n_positions if seq_len is None else seq_len
+    curve = roofline_curve(config, peak_flops, bandwidth)
+    result = tune(config, seq_len, global_batch, pipeline_stages, data_parallel, curve, schedule=schedule,
+                  recompute=recompute, device_memory_gib=device_memory_gib)
+    return {
+        "model": model,
+        "seq_len": seq_len,
+        "global_batch": global_batch,
+        "pipeline_stages": pipeline_stages,
+        "data_parallel": data_parallel,
+        "devices": pipeline_stages * data_parallel,
+        "schedule": schedule,
+        "recompute": recompute,
+        "precision": default_precision(config),
+        "device_memory_bytes": int(device_memory_gib * GIB),
+        "curve": {"name": curve.name, "peak_flops": peak_flops, "bandwidth": bandwidth,
+                  "rows": list(curve.rows), "flops_per_second": list(curve.flops_per_second)},
+        **result,
+    }
+
+
+def _tune_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=CASE_STUDY.model, choices=list(PRESETS),
+                        help=f"model preset (default {CASE_STUDY.model})")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
+    parser.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+    parser.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")
+    parser.add_argument("--data-parallel", type=int, default=1, help="data-parallel degree (default 1)")
+    parser.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
+                        help="pipeline schedule (default 1f1b, which needs micro-batches ≥ stages)")
+    parser.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none",
+                        help="activation recomputation (default none)")
+    parser.add_argument("--device-memory-gb", type=float, default=DEVICE_MEMORY_GIB,
+                        help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
+    curve = parser.add_argument_group(
+        "rate curve: the roofline of the MLP matmul [M, h] × [h, 4h] in bf16 (default: the LOW end of the "
+        f"Ascend 910B preset, {DEFAULT_PEAK_FLOPS / 1e12:g} TFLOPS and {DEFAULT_BANDWIDTH / 1e12:g} TB/s)")
+    curve.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_FLOPS / 1e12,
+                       help=f"per-device peak TFLOPS (default {DEFAULT_PEAK_FLOPS / 1e12:g})")
+    curve.add_argument("--bandwidth-tbs", type=float, default=DEFAULT_BANDWIDTH / 1e12,
+                       help=f"per-device memory bandwidth in TB/s (default {DEFAULT_BANDWIDTH / 1e12:g})")
+
+
+def _tune(args: argparse.Namespace) -> dict:
+    return tune_report(args.model, args.seq_len, args.global_batch, args.pipeline_stages, args.data_parallel,
+                       schedule=args.schedule, recompute=args.recompute, device_memory_gib=args.device_memory_gb,
+                       peak_flops=positive("peak_tflops", args.peak_tflops) * 1e12,
+                       bandwidth=positive("bandwidth_tbs", args.bandwidth_tbs) * 1e12)
+
+
+def _tune_text(report: dict) -> str:
+    lines = [
+        f"model            {report['model']}, seq_len {report['seq_len']}, global batch {report['global_batch']}, "
+        f"{report['pipeline_stages']} stages × {report['data_parallel']} data parallel = {report['devices']} devices",
+        f"memory           {report['schedule']}, recompute {report['recompute']}, {report['precision']}, adam, "
+        f"{report['device_memory_bytes'] / GIB:g} GiB per device",
+        f"rate curve       {report['curve']['name']}",
+        "",
+        f"{'micro':>6} {'m':>4} {'bubble':>7} {'memory':>7} {'fits':>5} {'matmul eff':>10} {'tokens/s':>12}",
+    ]
+    best = report["recommended"]
+    for row in report["candidates"]:
+        mark = "  ← recommended" if best is not None and row["micro_batch_size"] == best["micro_batch_size"] else ""
+        lines.append(f"{row['micro_batch_size']:>6} {row['num_microbatches']:>4} {row['bubble_fraction']:>7.1%} "
+                     f"{row['peak_memory_fraction']:>7.1%} {'yes' if row['fits'] else 'no':>5} "
+                     f"{row['matmul_efficiency']:>10.1%} {row['tokens_per_second']:>12,.0f}{mark}")
+    lines.append("")
+    if best is not None:
+        lines.append(f"recommended      micro-batch {best['micro_batch_size']} ({best['num_microbatches']} micro-batches): "
+                     "the fitting one with the highest modelled tokens/s (an upper bound: roofline, no communication)")
+    else:
+        lines.append(f"nothing fits     {report['suggestion']}")
     return "\n".join(lines)
 
 
@@ -269,6 +390,8 @@ COMMANDS: dict[str, Command] = {
                       _device_arguments, _device, _device_text),
     "pipeline": Command("simulate (or run) one pipeline step: bubble, step time, in-flight micro-batches per stage",
                         _pipeline_arguments, _pipeline, _pipeline_text),
+    "tune": Command("list every micro-batch size: bubble, memory per stage, modelled tokens/s; recommend one",
+                    _tune_arguments, _tune, _tune_text),
     "bench-matmul": Command("time [M, K] × [K, N] matmuls per M: seconds, TFLOP/s, fraction of the best",
                             _bench_matmul_arguments, _bench_matmul, _bench_matmul_text),
 }

@@ -116,9 +116,11 @@ class StepModel:
 
 
 def model_step(config: GPTConfig, seq_len: int, global_batch: int, micro_batch_size: int,
-               pipeline_stages: int, data_parallel: int, curve: RateCurve, schedule: str = "1f1b") -> StepModel:
+               pipeline_stages: int, data_parallel: int, curve: RateCurve, schedule: str = "1f1b",
+               recompute: bool = False) -> StepModel:
     """Modelled step: (m + p − 1) slots of the busiest stage's forward + backward, each matmul at the
-    curve's rate for M = micro × seq rows. GPipe and 1F1B take the same time (they differ in memory)."""
+    curve's rate for M = micro × seq rows. GPipe and 1F1B take the same time (they differ in memory).
+    ``recompute`` (full recomputation) adds one more forward of the layers to each slot."""
     one_of("schedule", schedule, SCHEDULES)
     b, p, dp = whole("micro_batch_size", micro_batch_size), whole("pipeline_stages", pipeline_stages), whole("data_parallel", data_parallel)
     g = whole("global_batch", global_batch)
@@ -129,10 +131,10 @@ def model_step(config: GPTConfig, seq_len: int, global_batch: int, micro_batch_s
     rate = curve.rate(rows)
     stage_flops = []
     for stage in partition_layers(config, p):
-        forward = stage.num_layers * layer_forward_flops(config, b, seq_len)
-        if stage.has_head:
-            forward += head_forward_flops(config, b, seq_len)
-        stage_flops.append(3 * forward)  # forward + backward (twice the forward)
+        layers = stage.num_layers * layer_forward_flops(config, b, seq_len)
+        head = head_forward_flops(config, b, seq_len) if stage.has_head else 0.0
+        # forward + backward (twice the forward); full recomputation runs the layers' forward again
+        stage_flops.append(3 * (layers + head) + (layers if recompute else 0.0))
     slot = max(stage_flops) / rate
     step = (m + p - 1) * slot
     return StepModel(b, m, p, rows, curve.efficiency(rows), slot, bubble_fraction(p, m), step, g * seq_len / step)

@@ -1,0 +1,57 @@
+"""The case-study audit (4.5): each audited quantity pinned to an independent computation, and each
+verdict flipping when the reported number changes."""
+from dataclasses import replace
+
+import pytest
+
+from batchlab.audit import audit_case, implied_mfu, memory_can_drop, memory_grid, matching_settings, modelled_speedup
+from batchlab.case import CASE_STUDY, CASE_STUDY_TUNED
+from batchlab.throughput import RateCurve
+
+FLAT = {"flat": RateCurve((1, 10**6), (1e14, 1e14), "flat")}
+PEAKS = (256e12, 376e12)
+
+
+def test_implied_mfu_is_narayanans_flops_over_eight_cards():
+    l, h, s, v = 48, 1600, 1024, 50257
+    flops_per_token = 72 * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h))
+    assert implied_mfu(3200, CASE_STUDY, 256e12) == pytest.approx(3200 * flops_per_token / (8 * 256e12))
+    assert implied_mfu(3200, CASE_STUDY, 256e12) < 0.02  # far from the reported 42 %
+
+
+def test_speedup_with_a_flat_rate_is_the_bubble_ratio():
+    # same rate per FLOP: (16 + 3) slots of t against (8 + 3) slots of 2t
+    assert modelled_speedup(CASE_STUDY, CASE_STUDY_TUNED, FLAT["flat"]) == pytest.approx(19 / 22)
+
+
+def test_memory_grid_covers_every_setting_and_doubling_the_micro_batch_never_lowers_it():
+    before, after = memory_grid(CASE_STUDY), memory_grid(CASE_STUDY_TUNED)
+    assert len(before) == 2 * 3 * 2 * 2
+    assert memory_can_drop(before, after) == []
+    # GPipe holds all m micro-batches: micro × m is the same before and after, so its activations are equal
+    key = ("gpipe", "none", "bf16-mixed", False)
+    assert after[key] == pytest.approx(before[key])
+    assert matching_settings(before, before[key]) and not matching_settings(before, 5.0)
+
+
+def test_each_verdict_flips_with_the_reported_number():
+    rows = {r.claim: r for r in audit_case(CASE_STUDY, CASE_STUDY_TUNED, FLAT, PEAKS)}
+    assert rows["模型参数量 1.5B"].reproduced and rows["初始配置：微批次数与气泡"].reproduced
+    assert not rows["初始配置：显存占用 92%"].reproduced
+    assert not rows["初始配置：NPU 利用率 42% 是模型算力利用率（MFU）"].reproduced
+    assert rows["利用率与吞吐的提升互相吻合"].reproduced
+    # contrary reports: a memory figure the model does give, a utilisation equal to the implied MFU,
+    # a speed-up equal to the model's, inconsistent utilisation
+    grid = memory_grid(CASE_STUDY)
+    mfu = implied_mfu(3200, CASE_STUDY, 300e12)
+    speed = modelled_speedup(CASE_STUDY, CASE_STUDY_TUNED, FLAT["flat"])
+    before = replace(CASE_STUDY, reported={"memory_fraction": grid[("1f1b", "none", "bf16-mixed", False)],
+                                           "npu_utilization": mfu, "tokens_per_second": 3200.0})
+    after = replace(CASE_STUDY_TUNED, reported={"memory_fraction": 0.85, "npu_utilization": mfu,
+                                                "tokens_per_second": 3200.0 * speed})
+    rows2 = audit_case(before, after, FLAT, PEAKS)
+    by_start = lambda text: next(r for r in rows2 if r.claim.startswith(text))  # noqa: E731
+    assert by_start("初始配置：显存占用").reproduced
+    assert by_start("初始配置：NPU 利用率").reproduced
+    assert by_start("吞吐提升").reproduced
+    assert not by_start("利用率与吞吐的提升").reproduced

@@ -1,0 +1,199 @@
+"""Choosing the micro-batch size: every candidate against model_step and stage_memory computed directly,
+the recommendation, the suggestion when nothing fits, and the `tune` / `plan --tokens-per-second` CLI."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from batchlab.case import CASE_STUDY
+from batchlab.cli import main
+from batchlab.memory import MemorySettings, stage_memory
+from batchlab.presets import get_config
+from batchlab.roofline import DEVICE_PRESETS, arithmetic_intensity, roofline_flops
+from batchlab.throughput import RateCurve, model_step
+from batchlab.tune import ROOFLINE_ROWS, roofline_curve, tune
+
+XL = get_config("gpt2-xl")
+NPU = DEVICE_PRESETS["ascend-910b"]
+LOW = roofline_curve(XL, NPU.peak_flops[0], NPU.memory_bandwidth[0])
+CASE = dict(seq_len=CASE_STUDY.seq_len, global_batch=CASE_STUDY.global_batch,
+            pipeline_stages=CASE_STUDY.pipeline_stages, data_parallel=CASE_STUDY.data_parallel)
+
+
+def test_roofline_curve_is_the_mlp_matmuls_roofline():
+    assert ROOFLINE_ROWS[0] == 256 and ROOFLINE_ROWS[-1] == 65536 and len(ROOFLINE_ROWS) == 9
+    h = XL.d_model
+    for m, rate in zip(LOW.rows, LOW.flops_per_second):
+        assert rate == roofline_flops(arithmetic_intensity(m, h, 4 * h, 2), 256e12, 0.4e12)
+    assert LOW.best == 256e12 and LOW.rate(256) < LOW.rate(1024) < LOW.rate(2048) == pytest.approx(256e12)
+    fp32 = roofline_curve(XL, 256e12, 0.4e12, dtype="float32", name="fp32")
+    assert fp32.name == "fp32" and fp32.rate(1024) < LOW.rate(1024)  # twice the bytes, half the intensity
+    with pytest.raises(ValueError, match="bandwidth = 0"):
+        roofline_curve(XL, 256e12, 0)
+
+
+@pytest.mark.parametrize("schedule, recompute", [("1f1b", "none"), ("gpipe", "selective"), ("1f1b", "full")])
+def test_candidates_match_model_step_and_stage_memory(schedule, recompute):
+    out = tune(XL, **CASE, curve=LOW, schedule=schedule, recompute=recompute)
+    sizes = [c["micro_batch_size"] for c in out["candidates"]]
+    assert sizes == ([1, 2, 4, 8] if schedule == "1f1b" else [1, 2, 4, 8, 16, 32])
+    settings = MemorySettings(data_parallel=2, recompute=recompute)
+    for c in out["candidates"]:
+        b, m = c["micro_batch_size"], c["num_microbatches"]
+        assert b * CASE["data_parallel"] * m == CASE["global_batch"]
+        step = model_step(XL, 1024, 64, b, 4, 2, LOW, schedule, recompute=recompute == "full")
+        memory = stage_memory(XL, 4, b, 1024, m, schedule, settings)
+        assert c["tokens_per_second"] == step.tokens_per_second
+        assert c["matmul_efficiency"] == step.matmul_efficiency
+        assert c["bubble_fraction"] == step.bubble_fraction == 3 / (m + 3)
+        assert c["peak_memory_fraction"] == memory.peak_memory_fraction and c["fits"] == memory.fits
+
+
+@pytest.mark.parametrize("memory_gib", [64, 20, 12])
+def test_recommendation_fits_and_is_fastest_among_fitting(memory_gib):
+    out = tune(XL, **CASE, curve=LOW, device_memory_gib=memory_gib)
+    fitting = [c for c in out["candidates"] if c["fits"]]
+    assert fitting and out["suggestion"] is None and out["suggested_change"] is None
+    best = out["recommended"]
+    assert best["fits"] and best in fitting
+    assert best["tokens_per_second"] == max(c["tokens_per_second"] for c in fitting)
+    if memory_gib == 64:  # nothing binds memory: the roofline's knee (M = 2048) against the bubble
+        assert best["micro_batch_size"] == 2
+    if memory_gib == 12:  # only micro-batch 1 fits (11.4 GiB on the first stage)
+        assert best["micro_batch_size"] == 1 and len(fitting) == 1
+
+
+def test_a_flat_curve_recommends_the_smallest_micro_batch():
+    flat = RateCurve((1, 100_000), (1e12, 1e12))
+    assert tune(XL, **CASE, curve=flat)["recommended"]["micro_batch_size"] == 1
+
+
+def test_1f1b_excludes_micro_batches_with_fewer_micro_batches_than_stages():
+    one = tune(XL, 1024, 64, 8, 1, LOW)
+    assert [c["micro_batch_size"] for c in one["candidates"]] == [1, 2, 4, 8]
+    assert all(c["num_microbatches"] >= 8 for c in one["candidates"])
+    gpipe = tune(XL, 1024, 64, 8, 1, LOW, schedule="gpipe")
+    assert [c["micro_batch_size"] for c in gpipe["candidates"]] == [1, 2, 4, 8, 16, 32, 64]
+
+
+@pytest.mark.parametrize("stages, memory_gib", [(1, 8), (4, 8), (1, 4), (1, 16)])
+def test_nothing_fits_suggests_a_change_that_works(stages, memory_gib):
+    args = dict(seq_len=1024, global_batch=64, pipeline_stages=stages, data_parallel=2, curve=LOW,
+                device_memory_gib=memory_gib)
+    out = tune(XL, **args)
+    assert not any(c["fits"] for c in out["candidates"])
+    assert out["recommended"] is None and out["suggestion"]
+    change = out["suggested_change"]
+    assert change, out["suggestion"]
+    if "recompute" in change:
+        assert f"用 {change['recompute']} 重计算" in out["suggestion"]
+    if "pipeline_stages" in change:
+        assert f"增大到 {change['pipeline_stages']}" in out["suggestion"]
+        assert XL.n_layer % change["pipeline_stages"] == 0 and change["pipeline_stages"] > stages
+    after = tune(XL, **{**args, **change})
+    assert after["recommended"] is not None and after["suggestion"] is None
+    assert f"微批次大小 {max(c['micro_batch_size'] for c in after['candidates'] if c['fits'])} 放得下" in out["suggestion"]
+
+
+def test_model_states_alone_too_big_suggests_more_stages_not_recompute():
+    # 1.56 B parameters × 16 bytes ≈ 23 GiB of model states on one stage: recomputation cannot help
+    out = tune(XL, 1024, 64, 1, 2, LOW, device_memory_gib=8)
+    assert "recompute" not in out["suggested_change"] and "把流水线阶段数从 1 增大到" in out["suggestion"]
+
+
+def test_hopeless_case_says_so():
+    out = tune(XL, 1024, 64, 1, 2, LOW, device_memory_gib=1)
+    assert out["recommended"] is None and out["suggested_change"] is None and "都不够" in out["suggestion"]
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    (dict(global_batch=63), "global_batch = 63 不能被 data_parallel = 2 整除"),
+    (dict(pipeline_stages=64), "pipeline_stages = 64 超过了"),
+    (dict(seq_len=2048), "seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"),
+    (dict(global_batch=4), "没有可运行的微批次大小"),
+    (dict(data_parallel=0), "data_parallel = 0：必须是 ≥ 1 的整数"),
+    (dict(schedule="zb"), "schedule = 'zb'"),
+    (dict(recompute="partial"), "recompute = 'partial'"),
+    (dict(device_memory_gib=0), "device_memory_gib = 0"),
+    (dict(curve=[1, 2]), "curve = [1, 2]：必须是 RateCurve"),
+])
+def test_invalid_input_is_refused_in_chinese(kwargs, reason):
+    args = {**CASE, "curve": LOW, **kwargs}
+    with pytest.raises(ValueError, match=reason.replace("(", r"\(").replace("[", r"\[")):
+        tune(XL, **args)
+
+
+def test_settings_keep_precision_but_take_recompute_and_dp_from_the_arguments():
+    fp32 = tune(XL, **CASE, curve=LOW, settings=MemorySettings(precision="fp32", recompute="full", data_parallel=7))
+    expect = stage_memory(XL, 4, 2, 1024, 16, "1f1b", MemorySettings(precision="fp32", data_parallel=2))
+    assert fp32["candidates"][1]["peak_memory_fraction"] == expect.peak_memory_fraction
+
+
+# ── CLI ──────────────────────────────────────────────────────────────────────────────────────────
+
+TUNE = ["tune", "--model", CASE_STUDY.model, "--seq-len", str(CASE_STUDY.seq_len),
+        "--global-batch", str(CASE_STUDY.global_batch), "--pipeline-stages", str(CASE_STUDY.pipeline_stages),
+        "--data-parallel", str(CASE_STUDY.data_parallel)]
+
+
+def run_json(args, capsys):
+    assert main(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_tune_case_study(capsys):
+    out = run_json(TUNE + ["--json"], capsys)
+    for key in ("candidates", "recommended", "suggestion", "model", "seq_len", "global_batch", "pipeline_stages",
+                "data_parallel", "schedule", "recompute", "curve"):
+        assert key in out
+    assert out["curve"]["peak_flops"] == 256e12 and out["curve"]["bandwidth"] == 0.4e12
+    assert out["curve"]["flops_per_second"] == list(LOW.flops_per_second)
+    assert out["candidates"] == tune(XL, **CASE, curve=LOW)["candidates"]
+    assert out["recommended"]["micro_batch_size"] == 2 and out["suggestion"] is None
+    fast = run_json(TUNE + ["--peak-tflops", "376", "--bandwidth-tbs", "1.6", "--json"], capsys)
+    assert fast["curve"]["peak_flops"] == 376e12 and fast["curve"]["bandwidth"] == 1.6e12
+    assert fast["candidates"][0]["tokens_per_second"] > out["candidates"][0]["tokens_per_second"]
+    small = run_json(TUNE + ["--device-memory-gb", "8", "--json"], capsys)
+    assert small["recommended"] is None and small["suggestion"]
+
+
+def test_cli_tune_text_is_a_table(capsys):
+    assert main(TUNE) == 0
+    text = capsys.readouterr().out
+    assert "tokens/s" in text and "← recommended" in text and "256 TFLOPS" in text
+    with pytest.raises(SystemExit) as exit_:
+        main(["tune", "--help"])
+    assert exit_.value.code == 0 and "LOW end" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["--global-batch", "63", "--data-parallel", "2"], "global_batch = 63 不能被 data_parallel = 2 整除"),
+    (["--global-batch", "64", "--peak-tflops", "0"], "peak_tflops = 0.0：必须是有限的正数"),
+    (["--global-batch", "64", "--pipeline-stages", "64"], "pipeline_stages = 64 超过了"),
+])
+def test_cli_tune_bad_input_exits_2_with_one_line(args, reason):
+    proc = subprocess.run([sys.executable, "-m", "batchlab", "tune", *args], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and reason in proc.stderr and "Traceback" not in proc.stderr
+
+
+PLAN = ["plan", "--model", "gpt2-xl", "--seq-len", "1024", "--global-batch", "64", "--micro-batch", "2",
+        "--pipeline-stages", "4", "--data-parallel", "2", "--json"]
+
+
+def test_plan_reports_mfu(capsys):
+    l, h, s, v = 48, 1600, 1024, 50257
+    flops = 72 * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h))  # Narayanan et al. 2021
+    out = run_json(PLAN + ["--tokens-per-second", "3200"], capsys)
+    assert out["model_flops_per_token"] == pytest.approx(flops)
+    assert out["mfu"] == pytest.approx(3200 * flops / (8 * 256e12))
+    none = run_json(PLAN, capsys)
+    assert none["mfu"] is None and none["model_flops_per_token"] == pytest.approx(flops)
+    full = run_json(PLAN + ["--recompute", "full", "--tokens-per-second", "3200", "--peak-tflops", "376"], capsys)
+    full_flops = 96 * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h))
+    assert full["mfu"] == pytest.approx(3200 * full_flops / (8 * 376e12))
+    assert main(PLAN[:-1] + ["--tokens-per-second", "3200"]) == 0
+    assert "mfu " in capsys.readouterr().out
+    assert main(PLAN + ["--tokens-per-second", "-1"]) == 2
+    assert "tokens_per_second = -1.0" in capsys.readouterr().err
