@@ -49,11 +49,22 @@ def test_best_micro_batch_and_memory_limits_are_marked():
     e = explorer()
     assert "模型下最快且放得下的微批次大小：<b>4</b>" in e.summary.value  # the steep curve favours 4
     tight = explorer(device_memory_gib=12.0)
-    steps, fits = tight.candidates({c: w.value for c, w in tight.controls.items()})
-    assert fits[0] and not fits[-1]  # micro 1 fits in 12 GiB, micro 32 does not
+    result = tight.candidates({c: w.value for c, w in tight.controls.items()})
+    fits = {c["micro_batch_size"]: c["fits"] for c in result["candidates"]}
+    assert fits[1] and not fits[8]  # micro 1 fits in 12 GiB, micro 8 does not (1F1B keeps m ≥ p: micro ≤ 8)
     with contextlib.redirect_stdout(io.StringIO()):
-        tight.controls["micro_batch_size"].value = 32
+        tight.controls["micro_batch_size"].value = 8
     assert "放不下" in tight.summary.value
+
+
+def test_1f1b_with_fewer_micro_batches_than_stages_is_refused_with_the_rule():
+    e = explorer()
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["micro_batch_size"].value = 32  # m = 1 < 4 stages
+    assert e.step is None and "1F1B 要求微批次数 ≥ 流水线阶段数" in e.summary.value
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["schedule"].value = "gpipe"
+    assert e.step is not None and e.step.num_microbatches == 1
 
 
 def test_invalid_input_shows_a_message():

@@ -10,10 +10,11 @@ import ipywidgets as widgets
 from ..batching import plan_batch
 from ..case import CASE_STUDY
 from ..checks import one_of
-from ..memory import DEVICE_MEMORY_GIB, MemorySettings, default_precision, stage_memory
-from ..pipeline_schedules import SCHEDULES, pipeline_timeline
+from ..memory import DEVICE_MEMORY_GIB
+from ..pipeline_schedules import SCHEDULES, check_runnable, pipeline_timeline
 from ..presets import get_config
 from ..throughput import model_step
+from ..tune import tune
 from .style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
@@ -38,9 +39,19 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
     labels = len(timeline.ops) <= 80 if labels is None else labels
     # One collection per (stage, kind) instead of one bar per op: a step of p·m ops redraws in
     # milliseconds, which the explorer needs.
+    many = len(timeline.ops) > 256  # too many micro-batches to tell apart: draw busy spans, one colour per kind
     for stage in range(p):
         for kind, alpha in (("F", 0.45), ("B", 0.95)):
-            ops = [op for op in timeline.ops if op.stage == stage and op.kind == kind]
+            ops = sorted((op for op in timeline.ops if op.stage == stage and op.kind == kind), key=lambda o: o.start)
+            if many:
+                spans: list[list[float]] = []
+                for op in ops:  # merge ops that follow each other without a gap
+                    if spans and op.start <= spans[-1][1] + 1e-12:
+                        spans[-1][1] = op.end
+                    else:
+                        spans.append([op.start, op.end])
+                ax.broken_barh([(a, b - a) for a, b in spans], (stage - 0.4, 0.8), facecolors=PALETTE[0], alpha=alpha)
+                continue
             ax.broken_barh([(op.start, op.end - op.start) for op in ops], (stage - 0.4, 0.8),
                            facecolors=[PALETTE[op.microbatch % len(PALETTE)] for op in ops], alpha=alpha,
                            edgecolor="white", linewidth=0.6)
@@ -60,27 +71,28 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
     return fig
 
 
-def plot_tradeoff(steps: list, fits: list[bool], current: int, ax: "Axes | None" = None) -> "Figure":
-    """Modelled tokens/s against micro-batch size (one :class:`batchlab.throughput.StepModel` per
-    candidate): the current choice circled, the best that fits starred, sizes that do not fit in
-    memory crossed in red. Each point is labelled with its bubble fraction."""
+def plot_tradeoff(candidates: list[dict], current: int, ax: "Axes | None" = None) -> "Figure":
+    """Modelled tokens/s against micro-batch size, one point per candidate of
+    :func:`batchlab.tune.tune`: the current choice circled, the best that fits starred, sizes that do not
+    fit in memory crossed in red. Each point is labelled with its bubble fraction."""
     from .style import PALETTE as colours
 
     fig, ax = new_axes(ax, figsize=(5.4, 3.6))
-    sizes = [st.micro_batch_size for st in steps]
-    rates = [st.tokens_per_second for st in steps]
+    sizes = [c["micro_batch_size"] for c in candidates]
+    rates = [c["tokens_per_second"] for c in candidates]
     ax.plot(sizes, rates, "-", color="0.6", lw=1)
-    for st, ok in zip(steps, fits):
-        ax.plot([st.micro_batch_size], [st.tokens_per_second], "o" if ok else "x", ms=6,
-                color=colours[0] if ok else colours[3])
-        ax.annotate(f"{st.bubble_fraction:.0%}", (st.micro_batch_size, st.tokens_per_second), xytext=(0, 6),
+    for c in candidates:
+        ax.plot([c["micro_batch_size"]], [c["tokens_per_second"]], "o" if c["fits"] else "x", ms=6,
+                color=colours[0] if c["fits"] else colours[3])
+        ax.annotate(f"{c['bubble_fraction']:.0%}", (c["micro_batch_size"], c["tokens_per_second"]), xytext=(0, 6),
                     textcoords="offset points", ha="center", fontsize=7, color="0.35")
-    fitting = [st for st, ok in zip(steps, fits) if ok]
+    fitting = [c for c in candidates if c["fits"]]
     if fitting:
-        best = max(fitting, key=lambda st: st.tokens_per_second)
-        ax.plot([best.micro_batch_size], [best.tokens_per_second], "*", ms=16, color=colours[1], label="模型下最快（放得下）")
-    chosen = next(st for st in steps if st.micro_batch_size == current)
-    ax.plot([current], [chosen.tokens_per_second], "o", ms=13, mfc="none", mec=colours[3], mew=2, label="当前选择")
+        best = max(fitting, key=lambda c: c["tokens_per_second"])
+        ax.plot([best["micro_batch_size"]], [best["tokens_per_second"]], "*", ms=16, color=colours[1],
+                label="模型下最快（放得下）")
+    chosen = next(c for c in candidates if c["micro_batch_size"] == current)
+    ax.plot([current], [chosen["tokens_per_second"]], "o", ms=13, mfc="none", mec=colours[3], mew=2, label="当前选择")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [str(b) for b in sizes])
     ax.set_xlabel("微批次大小（点旁数字：气泡占比）")
@@ -97,7 +109,8 @@ class TradeoffExplorer(widgets.VBox):
     step time and tokens/s for every micro-batch size that divides the batch, the best one that fits,
     the sizes the 4.3 memory model says do not fit, and the step's timeline.
 
-    Every number comes from :func:`batchlab.throughput.model_step` and :func:`batchlab.memory.stage_memory`;
+    Every number comes from :func:`batchlab.throughput.model_step` and :func:`batchlab.tune.tune` (which uses
+    the 4.3 memory model);
     a change only recomputes them and redraws (``.png``, shown in ``.output``). Invalid input shows its
     message and keeps the last figure.
     """
@@ -143,52 +156,44 @@ class TradeoffExplorer(widgets.VBox):
                           self.summary, self.output])
         self._update()
 
-    def candidates(self, v: dict) -> tuple[list, list[bool]]:
-        """Every micro-batch size dividing global_batch / data_parallel: its modelled step, and whether
-        the 4.3 memory model says it fits on the device."""
-        per_replica = v["global_batch"] // v["data_parallel"]
-        sizes = [b for b in range(1, per_replica + 1) if per_replica % b == 0 and b * self.seq_len <= 1 << 20]
-        settings = MemorySettings(precision=default_precision(self.config), data_parallel=v["data_parallel"])
-        steps, fits = [], []
-        for b in sizes:
-            step = model_step(self.config, self.seq_len, v["global_batch"], b, v["pipeline_stages"],
-                              v["data_parallel"], self.curve, v["schedule"])
-            report = stage_memory(self.config, v["pipeline_stages"], b, self.seq_len, step.num_microbatches,
-                                  v["schedule"], settings, self.device_memory_gib)
-            steps.append(step)
-            fits.append(report.fits)
-        return steps, fits
+    def candidates(self, v: dict) -> dict:
+        """:func:`batchlab.tune.tune` for the controls' values: every runnable micro-batch size with its
+        modelled step, memory fit, and the fastest that fits."""
+        return tune(self.config, self.seq_len, v["global_batch"], v["pipeline_stages"], v["data_parallel"], self.curve,
+                    schedule=v["schedule"], device_memory_gib=self.device_memory_gib)
 
     def _update(self, _change: object = None) -> None:
         v = {name: c.value for name, c in self.controls.items()}
         try:
-            plan_batch(v["micro_batch_size"], v["pipeline_stages"], v["data_parallel"], global_batch=v["global_batch"])
-            steps, fits = self.candidates(v)
+            plan = plan_batch(v["micro_batch_size"], v["pipeline_stages"], v["data_parallel"],
+                              global_batch=v["global_batch"])
+            check_runnable(v["schedule"], v["pipeline_stages"], plan.num_microbatches)
+            result = self.candidates(v)
         except ValueError as err:
             self.step, self.error = None, str(err)
             self.summary.value = render_error_html(str(err))
             return
         self.error = None
-        self.step = next(st for st in steps if st.micro_batch_size == v["micro_batch_size"])
-        fitting = [st for st, ok in zip(steps, fits) if ok]
-        best = max(fitting, key=lambda st: st.tokens_per_second) if fitting else None
-        fit_now = fits[steps.index(self.step)]
-        st = self.step
-        memory = "放得下" if fit_now else '<b style="color:#b00020">放不下</b>'
+        self.step = st = model_step(self.config, self.seq_len, v["global_batch"], v["micro_batch_size"],
+                                    v["pipeline_stages"], v["data_parallel"], self.curve, v["schedule"])
+        current = next(c for c in result["candidates"] if c["micro_batch_size"] == v["micro_batch_size"])
+        best = result["recommended"]
+        memory = "放得下" if current["fits"] else '<b style="color:#b00020">放不下</b>'
         self.summary.value = (
             f"<div>m = <b>{st.num_microbatches}</b>，气泡占比 <b>{st.bubble_fraction:.1%}</b>；每个矩阵乘法 M = "
             f"{st.micro_batch_size} × {self.seq_len} = {st.rows} 行，效率 <b>{st.matmul_efficiency:.0%}</b>"
             f"（{html.escape(self.curve.name)}）；模型估计每步 {st.step_seconds:.3g} s，"
             f"<b>{st.tokens_per_second:,.0f}</b> tokens/s；显存{memory}"
-            + (f"；模型下最快且放得下的微批次大小：<b>{best.micro_batch_size}</b>" if best else "；没有放得下的微批次大小")
+            + (f"；模型下最快且放得下的微批次大小：<b>{best['micro_batch_size']}</b>" if best
+               else f"；没有放得下的微批次大小。{html.escape(result['suggestion'] or '')}")
             + "</div>")
-        self._draw(steps, fits, v)
+        self._draw(result["candidates"], v)
 
-    def _draw(self, steps: list, fits: list[bool], v: dict) -> None:
+    def _draw(self, candidates: list[dict], v: dict) -> None:
         left, right = self._axes
         for ax in self._axes:
             clear_artists(ax)
-        plot_tradeoff(steps, fits, v["micro_batch_size"], ax=left)
+        plot_tradeoff(candidates, v["micro_batch_size"], ax=left)
         timeline = pipeline_timeline(v["schedule"], v["pipeline_stages"], self.step.num_microbatches,
                                      forward_time=self.step.slot_seconds / 3, backward_time=2 * self.step.slot_seconds / 3)
         plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False)
