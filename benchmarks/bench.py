@@ -117,6 +117,9 @@ def bench_build() -> float:
 
 def time_changes(widget, changes: list[tuple[str, object]]) -> dict:
     """Apply each (control, value) in turn and time it; the observers have redrawn when setattr returns."""
+    import gc
+
+    gc.collect()  # collect what building the demos left behind, so no pause lands in a timed change
     times = []
     with contextlib.redirect_stdout(io.StringIO()):  # outside a kernel an Output widget prints its images
         for control, value in changes:
