@@ -47,6 +47,35 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def _seq_len(model: str, config, seq_len: int | None) -> int:
+    """The sequence length a command uses: the model's context when not given, else checked against it."""
+    seq_len = config.n_positions if seq_len is None else seq_len
+    if seq_len < 1 or seq_len > config.n_positions:
+        raise ValueError(f"seq_len = {seq_len}：必须在 1 到 {model} 的 n_positions = {config.n_positions} 之间")
+    return seq_len
+
+
+def _job_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and batch arguments that plan and tune share."""
+    parser.add_argument("--model", default=CASE_STUDY.model, choices=list(PRESETS),
+                        help=f"model preset (default {CASE_STUDY.model})")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
+    parser.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+    parser.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")
+    parser.add_argument("--data-parallel", type=int, default=1, help="data-parallel degree (default 1)")
+
+
+def _memory_arguments(group) -> None:
+    """The memory arguments that plan and tune share."""
+    group.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
+                       help="pipeline schedule: decides how many micro-batches a stage holds (default 1f1b)")
+    group.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none",
+                       help="activation recomputation (default none)")
+    group.add_argument("--device-memory-gb", type=float, default=DEVICE_MEMORY_GIB,
+                       help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
+
+
 # ── plan ─────────────────────────────────────────────────────────────────────────────────────────
 
 def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_size: int,
@@ -60,9 +89,7 @@ def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_
     ``tokens_per_second`` (the whole job's measured throughput) gives the MFU: tokens/s × model FLOPs per
     token / (devices × ``peak_flops``, per-device FLOP/s); None without it."""
     config = get_config(model)
-    seq_len = config.n_positions if seq_len is None else seq_len
-    if seq_len < 1 or seq_len > config.n_positions:
-        raise ValueError(f"seq_len = {seq_len}：必须在 1 到 {model} 的 n_positions = {config.n_positions} 之间")
+    seq_len = _seq_len(model, config, seq_len)
     stages = partition_layers(config, pipeline_stages)  # every stage needs a layer
     plan = plan_batch(micro_batch_size, pipeline_stages, data_parallel,
                       global_batch=global_batch, stated_grad_accum=stated_grad_accum)
@@ -96,29 +123,18 @@ def plan_report(model: str, seq_len: int | None, global_batch: int, micro_batch_
 
 
 def _plan_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=CASE_STUDY.model, choices=list(PRESETS),
-                        help=f"model preset (default {CASE_STUDY.model})")
-    parser.add_argument("--seq-len", type=int, default=None,
-                        help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
-    parser.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+    _job_arguments(parser)
     parser.add_argument("--micro-batch", type=int, required=True, help="sequences per micro-batch")
-    parser.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")
-    parser.add_argument("--data-parallel", type=int, default=1, help="data-parallel degree (default 1)")
     parser.add_argument("--grad-accum", type=int, default=None,
                         help="a stated gradient-accumulation count, checked against both readings: "
                              "pipeline fills m/p (the lecture) or micro-batches m (DeepSpeed)")
     memory = parser.add_argument_group("memory per stage (chapter 4.3)")
-    memory.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
-                        help="pipeline schedule: decides how many micro-batches a stage holds (default 1f1b)")
-    memory.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none",
-                        help="activation recomputation (default none)")
+    _memory_arguments(memory)
     memory.add_argument("--precision", choices=list(PRECISIONS), default=None,
                         help="default: bf16-mixed for GPT-2 sizes, fp32 for the small models")
     memory.add_argument("--optimizer", choices=list(OPTIMIZER_STATES), default="adam",
                         help="decides the optimizer-state bytes (default adam)")
     memory.add_argument("--zero1", action="store_true", help="shard optimizer states over data parallel (ZeRO-1)")
-    memory.add_argument("--device-memory-gb", type=float, default=DEVICE_MEMORY_GIB,
-                        help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
     utilization = parser.add_argument_group("model FLOPs utilization (chapter 4.4)")
     utilization.add_argument("--tokens-per-second", type=float, default=None,
                              help="measured throughput of the whole job (all devices); gives the MFU")
@@ -182,7 +198,7 @@ def tune_report(model: str, seq_len: int | None, global_batch: int, pipeline_sta
     """Everything ``tune`` prints: the inputs, the roofline rate curve used (per-device ``peak_flops`` in
     FLOP/s, ``bandwidth`` in bytes/s) and :func:`batchlab.tune.tune`'s answer. Raises ValueError."""
     config = get_config(model)
-    seq_len = config.n_positions if seq_len is None else seq_len
+    seq_len = _seq_len(model, config, seq_len)
     curve = roofline_curve(config, peak_flops, bandwidth)
     result = tune(config, seq_len, global_batch, pipeline_stages, data_parallel, curve, schedule=schedule,
                   recompute=recompute, device_memory_gib=device_memory_gib)
@@ -204,19 +220,8 @@ def tune_report(model: str, seq_len: int | None, global_batch: int, pipeline_sta
 
 
 def _tune_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=CASE_STUDY.model, choices=list(PRESETS),
-                        help=f"model preset (default {CASE_STUDY.model})")
-    parser.add_argument("--seq-len", type=int, default=None,
-                        help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
-    parser.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
-    parser.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")
-    parser.add_argument("--data-parallel", type=int, default=1, help="data-parallel degree (default 1)")
-    parser.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
-                        help="pipeline schedule (default 1f1b, which needs micro-batches ≥ stages)")
-    parser.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none",
-                        help="activation recomputation (default none)")
-    parser.add_argument("--device-memory-gb", type=float, default=DEVICE_MEMORY_GIB,
-                        help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
+    _job_arguments(parser)
+    _memory_arguments(parser)
     curve = parser.add_argument_group(
         "rate curve: the roofline of the MLP matmul [M, h] × [h, 4h] in bf16 (default: the LOW end of the "
         f"Ascend 910B preset, {DEFAULT_PEAK_FLOPS / 1e12:g} TFLOPS and {DEFAULT_BANDWIDTH / 1e12:g} TB/s)")
