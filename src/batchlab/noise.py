@@ -16,7 +16,7 @@ from torch.func import functional_call, grad, vmap
 from torch.nn import functional as F
 
 from .checks import whole
-from .sampling import expected_sq_error, two_batch_estimates
+from .sampling import expected_sq_error, finite_population_factor, two_batch_estimates
 
 __all__ = ["next_token_loss", "per_sample_grads", "gradient_trace_cov", "minibatch_error",
            "noise_scale_simple", "noise_scale_two_batch", "noise_scale_from_batches", "gradient_cloud"]
@@ -64,7 +64,7 @@ def _check_draws(num_samples: int, batch_sizes: Sequence[int], num_draws: int) -
     """Shared by every function that draws mini-batches of ``batch_sizes`` from N samples."""
     whole("num_draws", num_draws)
     for b in batch_sizes:
-        expected_sq_error(0.0, b, num_samples)  # the one check of 1 ≤ B ≤ N
+        finite_population_factor(b, num_samples)  # the one check of 1 ≤ B ≤ N (a whole number)
 
 
 class _Gram:
