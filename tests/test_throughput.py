@@ -4,7 +4,8 @@ from hypothesis import given, strategies as st
 
 from batchlab.pipeline_schedules import bubble_fraction
 from batchlab.presets import get_config
-from batchlab.throughput import (RateCurve, best_micro_batch, layer_forward_flops, model_flops_per_token,
+from batchlab.tune import tune
+from batchlab.throughput import (RateCurve, layer_forward_flops, model_flops_per_token,
                                  model_step)
 
 XL = get_config("gpt2-xl")
@@ -29,8 +30,8 @@ def test_rate_curve_interpolates_on_log_axes_and_holds_the_ends():
 
 def test_flat_rate_makes_the_smallest_micro_batch_best():
     flat = RateCurve((1, 100_000), (1e12, 1e12))
-    best = best_micro_batch(XL, 1024, 64, 4, 2, flat)
-    assert best.micro_batch_size == 1  # nothing to gain from bigger matmuls: only the bubble counts
+    best = tune(XL, 1024, 64, 4, 2, flat)["recommended"]
+    assert best["micro_batch_size"] == 1  # nothing to gain from bigger matmuls: only the bubble counts
 
 
 def test_a_steep_rate_curve_can_favour_a_bigger_micro_batch():

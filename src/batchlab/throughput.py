@@ -29,7 +29,7 @@ from .pipeline_schedules import SCHEDULES, bubble_fraction
 from .presets import GPTConfig
 
 __all__ = ["layer_forward_flops", "head_forward_flops", "model_flops_per_token", "RateCurve",
-           "StepModel", "model_step", "best_micro_batch"]
+           "StepModel", "model_step"]
 
 
 def layer_forward_flops(config: GPTConfig, micro_batch_size: int, seq_len: int) -> float:
@@ -138,13 +138,3 @@ def model_step(config: GPTConfig, seq_len: int, global_batch: int, micro_batch_s
     slot = max(stage_flops) / rate
     step = (m + p - 1) * slot
     return StepModel(b, m, p, rows, curve.efficiency(rows), slot, bubble_fraction(p, m), step, g * seq_len / step)
-
-
-def best_micro_batch(config: GPTConfig, seq_len: int, global_batch: int, pipeline_stages: int, data_parallel: int,
-                     curve: RateCurve, candidates: Sequence[int] | None = None) -> StepModel:
-    """The candidate micro-batch size (default: every divisor of global_batch / data_parallel) with the
-    highest modelled tokens/s."""
-    per_replica = whole("global_batch", global_batch) // whole("data_parallel", data_parallel)
-    sizes = candidates or [b for b in range(1, per_replica + 1) if per_replica % b == 0]
-    steps = [model_step(config, seq_len, global_batch, b, pipeline_stages, data_parallel, curve) for b in sizes]
-    return max(steps, key=lambda st: st.tokens_per_second)
