@@ -1,14 +1,26 @@
-"""Plain-text tables that line up when they mix Chinese and Latin characters.
+"""Result tables: one set of formatted cells, shown as an HTML table in the book and as aligned text elsewhere.
 
-A CJK character takes two columns in a monospace font; ``str.ljust`` counts it as one, so
-f-string padding drifts as soon as a header is Chinese.
+``text_table`` formats every cell once and returns a :class:`Table`. Jupyter and the HTML book show its
+``_repr_html_`` (a real ``<table>``, numbers right-aligned); ``str()``, ``print()`` and the notebook's
+``text/plain`` output give the aligned text, which is what the CLI prints and what nbval compares.
+Both forms read the same cell strings, so they cannot disagree.
+
+The text form pads by display width: a CJK character takes two columns in a monospace font, while
+``str.ljust`` counts it as one, so f-string padding drifts as soon as a header is Chinese.
 """
 from __future__ import annotations
 
+import html
 import unicodedata
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
-__all__ = ["display_width", "text_table"]
+__all__ = ["HTML_CLASS", "Table", "display_width", "text_table"]
+
+HTML_CLASS = "batchlab-table"   # the <table>'s class, for anyone styling result tables
+# Inline, so the alignment holds in JupyterLab and in the book without a stylesheet; tabular figures
+# make the digits of a right-aligned column line up in a proportional font.
+_ALIGN = {True: "text-align: right; font-variant-numeric: tabular-nums", False: "text-align: left"}
 
 
 def display_width(text: str) -> int:
@@ -22,19 +34,59 @@ def _cell(value: object, digits: int) -> str:
     return str(value)
 
 
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits: int = 3) -> str:
-    """Right-align numbers, left-align text, pad by display width; floats get ``digits`` decimals."""
+@dataclass(frozen=True)
+class Table:
+    """Formatted cells of a result table; ``numeric[j]`` says whether column ``j`` is right-aligned."""
+
+    headers: tuple[str, ...]
+    cells: tuple[tuple[str, ...], ...]
+    numeric: tuple[bool, ...]
+
+    @property
+    def text(self) -> str:
+        """Aligned plain text: numbers right, text left, columns two spaces apart, padded by display width."""
+        widths = [max(display_width(h), *(display_width(r[j]) for r in self.cells))
+                  for j, h in enumerate(self.headers)]
+
+        def line(values: Sequence[str]) -> str:
+            out = []
+            for j, v in enumerate(values):
+                pad = " " * (widths[j] - display_width(v))
+                out.append(pad + v if self.numeric[j] else v + pad)
+            return "  ".join(out).rstrip()
+
+        return "\n".join([line(self.headers), *(line(r) for r in self.cells)])
+
+    def html(self) -> str:
+        """The same cells as an HTML ``<table>``, escaped; deterministic, because nbval compares it."""
+        def row(tag: str, values: Sequence[str]) -> str:
+            return "<tr>" + "".join(f'<{tag} style="{_ALIGN[self.numeric[j]]}">{html.escape(v)}</{tag}>'
+                                    for j, v in enumerate(values)) + "</tr>"
+
+        return "\n".join([f'<table class="{HTML_CLASS}">', "<thead>", row("th", self.headers), "</thead>",
+                          "<tbody>", *(row("td", r) for r in self.cells), "</tbody>", "</table>"])
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        # IPython's text/plain: the aligned text rather than the dataclass repr.
+        printer.text(self.text)
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits: int = 3) -> Table:
+    """Format a result table once: numbers right-aligned, floats with ``digits`` decimals.
+
+    Show it with ``display(...)`` (or as a cell's last expression) for an HTML table in the book;
+    ``str()``/``print()`` give the aligned text.
+    """
     if any(len(row) != len(headers) for row in rows):
-        raise ValueError(f"every row needs {len(headers)} cells, one per header {list(headers)}")
-    cells = [[_cell(v, digits) for v in row] for row in rows]
-    numeric = [all(isinstance(row[j], (int, float)) for row in rows) for j in range(len(headers))]
-    widths = [max(display_width(str(h)), *(display_width(r[j]) for r in cells)) for j, h in enumerate(headers)]
-
-    def line(values: Sequence[str]) -> str:
-        out = []
-        for j, v in enumerate(values):
-            pad = " " * (widths[j] - display_width(v))
-            out.append(pad + v if numeric[j] else v + pad)
-        return "  ".join(out).rstrip()
-
-    return "\n".join([line([str(h) for h in headers]), *(line(r) for r in cells)])
+        raise ValueError(f"每一行都要有 {len(headers)} 个单元格，与表头 {list(headers)} 一一对应；"
+                         f"实际各行的单元格数：{[len(row) for row in rows]}")
+    numeric = tuple(all(isinstance(row[j], (int, float)) for row in rows) for j in range(len(headers)))
+    return Table(headers=tuple(str(h) for h in headers),
+                 cells=tuple(tuple(_cell(v, digits) for v in row) for row in rows),
+                 numeric=numeric)
