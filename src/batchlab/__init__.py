@@ -39,5 +39,5 @@ LAYERS: dict[str, tuple[str, ...]] = {
                      "ui.convergence",
                      "ui.exercises", "ui.exercises.base", "ui.exercises.chapter_4_1",
                      "ui.exercises.chapter_4_2", "ui.exercises.chapter_4_3", "ui.exercises.chapter_4_4",
-                     "ui.exercises.chapter_4_5", "cli", "__main__"),
+                     "ui.exercises.chapter_4_5", "grade", "cli", "__main__"),
 }

@@ -7,6 +7,7 @@
     python -m batchlab device
     python -m batchlab bench-matmul --m 1 8 64 128 --dtype bfloat16
     python -m batchlab pipeline --schedule 1f1b --stages 4 --micro-batches 8 [--run local|distributed]
+    python -m batchlab grade submissions/ [--csv grades.csv] [--timeout 600]
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments and a function
 that runs it and returns what to print. Invalid input exits 2 with one line on stderr.
@@ -17,11 +18,13 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .batching import plan_batch
 from .case import CASE_STUDY
 from .checks import positive
+from .grade import DEFAULT_TIMEOUT_S, grade_class, grade_table, table_text, write_csv
 from .memory import (DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, PRECISIONS, RECOMPUTE_MODES, MemorySettings,
                      default_precision, stage_memory)
 from .partition import partition_layers
@@ -376,6 +379,38 @@ def _pipeline_text(report: dict) -> str:
     ])
 
 
+# ── grade ────────────────────────────────────────────────────────────────────────────────────────
+
+def _grade_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", metavar="DIR", help="folder of submitted notebooks, one file per student")
+    parser.add_argument("--csv", default=None, metavar="FILE", help="also write the table to FILE (UTF-8 CSV)")
+    parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S,
+                        help=f"seconds a cell may run before it is interrupted (default {DEFAULT_TIMEOUT_S})")
+
+
+def _grade(args: argparse.Namespace) -> dict:
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        raise ValueError(f"DIR = {args.directory!r}：不是一个存在的文件夹")
+    timeout = int(positive("timeout", args.timeout))  # whole seconds: nbclient's limit is an integer
+    csv_path = None if args.csv is None else Path(args.csv)
+    if csv_path is not None and not csv_path.parent.is_dir():  # say so before minutes of grading
+        raise ValueError(f"--csv {args.csv!r}：文件夹 {str(csv_path.parent)!r} 不存在")
+    grades = grade_class(directory, timeout, exclude=[csv_path] if csv_path else ())
+    if not grades:
+        raise ValueError(f"DIR = {args.directory!r}：文件夹里没有要批改的文件")
+    headers, rows = grade_table(grades)
+    if csv_path is not None:
+        write_csv(csv_path, headers, rows)
+    return {"directory": str(directory), "timeout": timeout, "csv": args.csv,
+            "headers": headers, "rows": rows}
+
+
+def _grade_text(report: dict) -> str:
+    text = table_text(report["headers"], report["rows"])
+    return text if report["csv"] is None else f"{text}\n已写入 {report['csv']}"
+
+
 # ── the table ────────────────────────────────────────────────────────────────────────────────────
 
 @dataclass(frozen=True)
@@ -399,6 +434,8 @@ COMMANDS: dict[str, Command] = {
                     _tune_arguments, _tune, _tune_text),
     "bench-matmul": Command("time [M, K] × [K, N] matmuls per M: seconds, TFLOP/s, fraction of the best",
                             _bench_matmul_arguments, _bench_matmul, _bench_matmul_text),
+    "grade": Command("run each submitted notebook in a fresh kernel and score its exercises, one row per student",
+                     _grade_arguments, _grade, _grade_text),
 }
 
 

@@ -19,7 +19,16 @@ from .chapter_4_5 import EXERCISES as _CHAPTER_4_5
 # Every exercise of the book by id ("4.1-3"); each chapter's set lives in its own module.
 EXERCISES: dict[str, Exercise] = {**_CHAPTER_4_1, **_CHAPTER_4_2, **_CHAPTER_4_3, **_CHAPTER_4_4, **_CHAPTER_4_5}
 
-__all__ = ["Exercise", "EXERCISES", "ask", "check", "is_correct", "expected"]
+__all__ = ["Exercise", "EXERCISES", "ask", "check", "is_correct", "expected", "results"]
+
+# Each exercise's latest verdict in this Python process, recorded by is_correct (and so by check):
+# `python -m batchlab grade` reads it, so a grade is the very verdict the student saw.
+_VERDICTS: dict[str, bool] = {}
+
+
+def results() -> dict[str, bool]:
+    """Every exercise checked so far in this process (id → its latest verdict), as a copy."""
+    return dict(_VERDICTS)
 
 
 def expected(exercise_id: str) -> Any:
@@ -45,7 +54,14 @@ def check(exercise_id: str, answer: Any) -> None:
 
 
 def is_correct(exercise_id: str, answer: Any, quiet: bool = True) -> bool:
-    """Whether ``answer`` matches the answer batchlab computes now; prints the verdict unless ``quiet``."""
+    """Whether ``answer`` matches the answer batchlab computes now; prints the verdict unless ``quiet``.
+    The verdict is recorded for :func:`results`."""
+    verdict = _judge(exercise_id, answer, quiet)
+    _VERDICTS[exercise_id] = verdict
+    return verdict
+
+
+def _judge(exercise_id: str, answer: Any, quiet: bool) -> bool:
     exercise = _get(exercise_id)
     say = (lambda msg: None) if quiet else print
     if answer is None or answer is ...:

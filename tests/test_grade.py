@@ -1,0 +1,156 @@
+"""``python -m batchlab grade``: the verdict registry it reads, how it reads a class's files, the table,
+bad arguments, and (slow: one kernel per notebook) the exact rows for the fixtures in
+``tests/fixtures/grading/``: all correct, some wrong, an error cell, an endless loop, a truncated file."""
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from batchlab.cli import main
+from batchlab.grade import (OK, Grade, _status, asked_exercises, grade_notebook, grade_table, read_notebook,
+                            submissions)
+from batchlab.ui.exercises import check, expected, is_correct, results
+
+FIXTURES = Path(__file__).parent / "fixtures" / "grading"
+HEADERS = ["学生", "4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6", "总分", "状态"]
+ROWS = [
+    ["all_correct", "1", "1", "1", "1", "1", "1", "6", "ok"],
+    ["endless_loop", "1", "1", "0", "0", "0", "0", "2", "超时：单元格 4 运行超过 5 秒，已中断"],
+    # its last cell raises too, but is tagged raises-exception (an error the author meant): not listed
+    ["error_cell", "0", "1", "1", "1", "1", "1", "5", "出错：单元格 3 抛出 ZeroDivisionError；单元格 4 抛出 NameError"],
+    ["some_wrong", "1", "0", "1", "0", "0", "0", "2", "ok"],
+    ["truncated", "0", "0", "0", "0", "0", "0", "0", "不是 notebook：第 52 行第 5 列起不是合法的 JSON，文件不完整或已损坏"],
+]
+
+
+# ── the registry: the grade is the verdict the student saw ────────────────────────────────────────
+
+def test_results_hold_each_exercises_latest_verdict(capsys):
+    is_correct("4.1-4", expected("4.1-4"))
+    assert results()["4.1-4"] is True
+    check("4.1-4", expected("4.1-4") + 1)  # the printing path records too
+    assert "❌" in capsys.readouterr().out and results()["4.1-4"] is False
+    check("4.1-4", None)
+    assert results()["4.1-4"] is False
+    with pytest.raises(ValueError, match="没有这道练习"):
+        is_correct("9.9-9", 1)
+    assert "9.9-9" not in results()
+    results()["4.1-4"] = True  # a copy: a caller cannot change the record
+    assert results()["4.1-4"] is False
+
+
+# ── reading a class's files (no kernel) ─────────────────────────────────────────────────────────
+
+def test_files_that_are_not_notebooks_say_why(tmp_path):
+    with pytest.raises(ValueError, match="^第 52 行第 5 列起不是合法的 JSON，文件不完整或已损坏$"):
+        read_notebook(FIXTURES / "truncated.ipynb")
+    (tmp_path / "li.docx").write_bytes(b"PK\x03\x04")
+    assert grade_notebook(tmp_path / "li.docx") == Grade("li", "不是 notebook：扩展名是 .docx，不是 .ipynb")
+    (tmp_path / "wang.ipynb").write_text('{"cells": 3}', encoding="utf-8")
+    assert grade_notebook(tmp_path / "wang.ipynb").status.startswith("不是 notebook：不符合 nbformat 格式（")
+    (tmp_path / "zhao.ipynb").write_text("", encoding="utf-8")
+    assert grade_notebook(tmp_path / "zhao.ipynb").status == "不是 notebook：第 1 行第 1 列起不是合法的 JSON，文件不完整或已损坏"
+
+
+def test_asked_exercises_are_the_known_ids_in_book_order():
+    assert asked_exercises(read_notebook(FIXTURES / "endless_loop.ipynb")) == ("4.1-1", "4.1-2")
+    notebook = read_notebook(FIXTURES / "all_correct.ipynb")
+    notebook.cells[-1].source = "ask('9.9-1')  # a typo: ask raises in the kernel, no column here"
+    notebook.cells[2].source += "\nask( \"4.1-6\" )"
+    assert asked_exercises(notebook) == ("4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6")
+
+
+def test_every_visible_file_is_a_submission_except_the_csv(tmp_path):
+    for name in ("b.ipynb", "a.txt", ".hidden.ipynb", "grades.csv"):
+        (tmp_path / name).write_text("{}", encoding="utf-8")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    assert [p.name for p in submissions(tmp_path, exclude=[tmp_path / "grades.csv"])] == ["a.txt", "b.ipynb"]
+
+
+# ── the table ─────────────────────────────────────────────────────────────────────────────────────
+
+def test_columns_are_the_class_exercises_and_a_missing_one_scores_0():
+    grades = [Grade("zhang", OK, ("4.1-1", "4.1-3"), frozenset({"4.1-1", "4.1-3"})),
+              Grade("li", OK, ("4.1-1",), frozenset()),  # deleted 4.1-3: 0, not a blank
+              Grade("wang", "不是 notebook：…"),
+              Grade("zhao", OK, (), frozenset({"4.2-1"}))]  # checked without ask: still a column
+    headers, rows = grade_table(grades)
+    assert headers == ["学生", "4.1-1", "4.1-3", "4.2-1", "总分", "状态"]
+    assert rows == [["zhang", 1, 1, 0, 2, OK], ["li", 0, 0, 0, 0, OK], ["wang", 0, 0, 0, 0, "不是 notebook：…"],
+                    ["zhao", 0, 0, 1, 1, OK]]
+
+
+def test_status_names_the_cells_and_keeps_a_cascade_short():
+    assert _status([], 600) == OK
+    assert _status([(3, "NameError")], 600) == "出错：单元格 3 抛出 NameError"
+    errors = [(n, "NameError") for n in range(4, 9)]
+    assert _status([(2, "batchlab-grade-timeout"), *errors], 30) == (
+        "超时：单元格 2 运行超过 30 秒，已中断；单元格 4 抛出 NameError；单元格 5 抛出 NameError；另有 3 处")
+
+
+# ── bad arguments: exit 2 with one line, before any grading ─────────────────────────────────────
+
+@pytest.mark.parametrize("args, reason", [
+    (["no/such/dir"], "DIR = 'no/such/dir'：不是一个存在的文件夹"),
+    ([str(FIXTURES), "--timeout", "0"], "timeout = 0：必须是有限的正数"),
+    ([str(FIXTURES), "--csv", "no/such/dir/grades.csv"], "--csv 'no/such/dir/grades.csv'：文件夹 'no/such/dir' 不存在"),
+])
+def test_bad_arguments_exit_2_with_one_line(args, reason, capsys):
+    assert main(["grade", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"python -m batchlab grade: error: {reason}\n"
+
+
+def test_an_empty_folder_is_a_bad_argument(tmp_path, capsys):
+    assert main(["grade", str(tmp_path)]) == 2
+    assert "文件夹里没有要批改的文件" in capsys.readouterr().err
+
+
+# ── the class of fixtures, each notebook in its own kernel ──────────────────────────────────────
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The fixtures handed in as a class folder (without this folder's conftest.py), graded once, with
+    the CSV written into the same folder."""
+    class_dir = tmp_path_factory.mktemp("submissions")
+    for notebook in FIXTURES.glob("*.ipynb"):
+        shutil.copy(notebook, class_dir)
+    out = class_dir / "grades.csv"
+    proc = subprocess.run([sys.executable, "-m", "batchlab", "grade", str(class_dir), "--timeout", "5",
+                           "--csv", str(out)], capture_output=True, text=True, timeout=300)
+    return proc, out
+
+
+@pytest.mark.slow
+def test_the_csv_has_one_exact_row_per_student(graded):
+    proc, out = graded
+    assert proc.returncode == 0, proc.stderr
+    raw = out.read_bytes()
+    assert raw.startswith("\ufeff".encode())  # Excel needs the byte-order mark to read UTF-8 Chinese
+    assert list(csv.reader(raw.decode("utf-8-sig").splitlines())) == [HEADERS, *ROWS]
+
+
+@pytest.mark.slow
+def test_the_terminal_shows_the_same_rows_and_a_progress_bar(graded):
+    proc, out = graded
+    lines = proc.stdout.splitlines()
+    assert [line.split() for line in lines[:6]] == [HEADERS, *(row[:-1] + row[-1].split() for row in ROWS)]
+    assert lines[-2:] == ["5 份提交；每道练习答对 1 分，满分 6 分。未作答、出错或删掉的练习记 0 分。", f"已写入 {out}"]
+    assert "批改: 100%" in proc.stderr and "5/5" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_kernel_that_dies_costs_its_row_only(tmp_path):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    cells = [new_code_cell("from batchlab.ui.exercises import check"), new_code_cell('check("4.1-1", 8)'),
+             new_code_cell("import os\nos._exit(1)  # the kernel process ends")]
+    nbformat.write(new_notebook(cells=cells), tmp_path / "qian.ipynb")
+    grade = grade_notebook(tmp_path / "qian.ipynb", timeout=30)
+    assert grade == Grade("qian", "出错：内核在单元格 3 意外退出")  # its verdicts died with it
