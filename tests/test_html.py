@@ -209,6 +209,31 @@ def test_no_external_loads(built):
     assert not offenders, "external resources:\n" + "\n".join(offenders)
 
 
+@pytest.mark.parametrize("doc", CHAPTERS)
+def test_chapter_page_has_launch_links(built, doc):
+    """Binder and Colab links to this notebook in the repository and branch of _config.yml; they are
+    plain <a> links, which test_no_external_loads allows (a click leaves the page; nothing loads)."""
+    import posixpath
+
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    repo, launch = config["repository"], config["launch_buttons"]
+    repo_path = urlsplit(repo["url"]).path.strip("/")  # <owner>/<name>
+    notebook = posixpath.normpath(posixpath.join(repo.get("path_to_book") or ".", f"{doc}.ipynb"))
+    hrefs = [a["href"] for a in built.soup(doc).find_all("a", href=True)]
+    for name, key in (("Binder", "binderhub_url"), ("Colab", "colab_url")):
+        host = urlsplit(launch[key]).netloc
+        links = [h for h in hrefs if urlsplit(h).netloc == host]
+        assert links, f"{doc}.html has no {name} link (launch_buttons.{key} = {launch[key]})"
+        for href in links:
+            path = urlsplit(href).path
+            assert f"/{repo_path}/" in path and repo["branch"] in path.split("/"), (
+                f"{doc}.html: {name} link {href} is not {repo_path} at branch {repo['branch']}")
+            assert href.endswith(f"/{notebook}") and "/./" not in href, (
+                f"{doc}.html: {name} link {href} does not open {notebook}")
+
+
 def test_local_assets_resolve(built):
     """Every script/stylesheet/image a page references exists in the output."""
     broken = []
