@@ -4,6 +4,7 @@ bad arguments, and (slow: one kernel per notebook) the exact rows for the fixtur
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import subprocess
 import sys
@@ -109,6 +110,14 @@ def test_bad_arguments_exit_2_with_one_line(args, reason, capsys):
 def test_an_empty_folder_is_a_bad_argument(tmp_path, capsys):
     assert main(["grade", str(tmp_path)]) == 2
     assert "文件夹里没有要批改的文件" in capsys.readouterr().err
+
+
+def test_json_report_of_a_class_that_handed_in_no_notebook(tmp_path, capsys):
+    (tmp_path / "li.docx").write_bytes(b"PK\x03\x04")  # no notebook: no kernel starts
+    assert main(["grade", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["headers"] == ["学生", "总分", "状态"]
+    assert report["rows"] == [["li", 0, "不是 notebook：扩展名是 .docx，不是 .ipynb"]]
 
 
 # ── the class of fixtures, each notebook in its own kernel ──────────────────────────────────────
