@@ -18,15 +18,21 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .checks import divides, whole
+from .checks import divides, one_of, whole
 from .pipeline_schedules import bubble_fraction
 
-__all__ = ["BatchPlan", "GRAD_ACCUM_READINGS", "plan_batch"]
+__all__ = ["BatchPlan", "GRAD_ACCUM_READINGS", "LOSS_NORMALIZATIONS", "plan_batch", "token_weights"]
 
 # The two readings of a stated 梯度累积步数, with the labels readers see.
 GRAD_ACCUM_READINGS: dict[str, str] = {
     "pipeline_fills": "原文的读法：梯度累积步数 = 填满流水线的次数 m/p",
     "num_microbatches": "Megatron/DeepSpeed 的读法：梯度累积步数 = 微批次数 m",
+}
+
+# How accumulated micro-batch losses are normalised (4.6), with the labels readers see.
+LOSS_NORMALIZATIONS: dict[str, str] = {
+    "global_tokens": "按全局批次的 token 总数归一化",
+    "per_microbatch": "每个微批次先求平均，再除以微批次数",
 }
 
 
@@ -168,3 +174,20 @@ def plan_batch(
         pipeline_fills=m // stages if m % stages == 0 else None,
         grad_accum_reading=reading,
     )
+
+
+def token_weights(tokens_per_microbatch: list[int], normalize: str = "global_tokens") -> list[float]:
+    """The weight one token of each micro-batch gets in the accumulated loss.
+
+    ``"global_tokens"``: every token 1 / (all tokens of the batch) — the loss of the whole batch at once,
+    so accumulation changes nothing. ``"per_microbatch"``: each micro-batch's mean, divided by the number
+    of micro-batches, i.e. 1 / (k · n_i) — equal to the former only when all n_i are equal; otherwise the
+    tokens of short micro-batches weigh more.
+    """
+    one_of("normalize", normalize, LOSS_NORMALIZATIONS)
+    counts = [whole("tokens_per_microbatch", n) for n in tokens_per_microbatch]
+    if not counts:
+        raise ValueError("tokens_per_microbatch 为空：至少需要一个微批次")
+    if normalize == "global_tokens":
+        return [1.0 / sum(counts)] * len(counts)
+    return [1.0 / (len(counts) * n) for n in counts]

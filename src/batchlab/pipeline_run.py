@@ -213,7 +213,9 @@ def run_pipeline_local(
     start/end times, seconds after the first op: one process runs one op at a time, so its idle share
     is about 1 − 1/p whatever the schedule), ``"replayed"`` (the measured op durations replayed under
     the dependencies: what p devices with free communication would do), ``"loss"`` (the mean loss),
-    ``"grads"`` ({parameter name: gradient}, the GPT's names).
+    ``"grads"`` ({parameter name: gradient}, the GPT's names), ``"p2p_messages"`` and ``"p2p_bytes"``
+    (the tensors that crossed a stage boundary, activations forward and their gradients backward:
+    what devices would send each other, :func:`batchlab.comm.p2p_bytes`).
     """
     check_runnable(schedule, pipeline_stages, num_microbatches)
     p, m = pipeline_stages, num_microbatches
@@ -237,12 +239,15 @@ def run_pipeline_local(
     stage_out: dict[tuple[int, int], torch.Tensor] = {}  # (s, i): its output, or the last stage's loss / m
     loss_sum = torch.zeros((), device=device)
     times: dict[tuple[str, int, int], tuple[float, float]] = {}
+    p2p_messages = p2p_bytes = 0
     synchronize(device)
     for op in issue:
         s, i, kind = op.stage, op.microbatch, op.kind
         start = time.perf_counter()
         if kind == "F":
             x = xs[i] if s == 0 else stage_out[(s - 1, i)].detach().requires_grad_()
+            if s > 0:  # activations received from stage s − 1
+                p2p_messages, p2p_bytes = p2p_messages + 1, p2p_bytes + x.numel() * x.element_size()
             stage_in[(s, i)] = x
             if s == p - 1:
                 loss = stages[s](x, ys[i])
@@ -254,8 +259,10 @@ def run_pipeline_local(
             out = stage_out.pop((s, i))
             if s == p - 1:
                 out.backward()
-            else:
-                out.backward(stage_in.pop((s + 1, i)).grad)
+            else:  # the gradient of its output, received from stage s + 1
+                grad = stage_in.pop((s + 1, i)).grad
+                p2p_messages, p2p_bytes = p2p_messages + 1, p2p_bytes + grad.numel() * grad.element_size()
+                out.backward(grad)
             if s == 0:
                 stage_in.pop((s, i))
         synchronize(device)
@@ -271,6 +278,8 @@ def run_pipeline_local(
         "loss": float(loss_sum) / m,
         "grads": {name: param.grad.detach().clone() for name, param in model.named_parameters()
                   if param.grad is not None},
+        "p2p_messages": p2p_messages,
+        "p2p_bytes": p2p_bytes,
     }
 
 

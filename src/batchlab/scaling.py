@@ -11,7 +11,7 @@ from typing import Literal
 from .checks import at_most, one_of, positive as _positive, whole as _whole
 from .fit import least_squares_line
 
-__all__ = ["lr_schedule", "scale_lr", "steps_over_min", "samples_over_min", "fit_steps_samples", "LR_RULES",
+__all__ = ["lr_schedule", "scale_lr", "batch_size_at", "steps_over_min", "samples_over_min", "fit_steps_samples", "LR_RULES",
            "LR_DECAYS"]
 
 # Learning-rate scaling rules in code (keys) and as readers see them (values): widgets and plots read
@@ -51,6 +51,22 @@ def lr_schedule(
         return base_lr
     progress = (step - warmup_steps) / (total_steps - warmup_steps + 1)
     return base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def batch_size_at(step: int, batch_size: int, increase: tuple[int, int] | None = None) -> int:
+    """Sequences optimizer step ``step`` (counted from 1) takes: ``batch_size``, or with
+    ``increase = (at_step, factor)`` ``batch_size × factor`` from step ``at_step`` on. Smith et al. (2018)
+    increase the batch by the factor by which a step schedule would have divided the learning rate.
+    """
+    step = _whole("step", step, 1)
+    batch_size = _whole("batch_size", batch_size, 1)
+    if increase is None:
+        return batch_size
+    if not isinstance(increase, tuple) or len(increase) != 2:
+        raise ValueError(f"increase = {increase!r}：应为 (从第几步起, 放大倍数)，例如 (65, 4)")
+    at_step = _whole("increase[0]（从第几步起）", increase[0], 2)
+    factor = _whole("increase[1]（放大倍数）", increase[1], 2)
+    return batch_size * factor if step >= at_step else batch_size
 
 
 def scale_lr(

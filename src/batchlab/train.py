@@ -21,7 +21,7 @@ from torch import nn
 
 from .noise import LossFn, next_token_loss
 from .checks import at_most, divides, positive as _positive, whole as _whole
-from .scaling import lr_schedule, scale_lr
+from .scaling import batch_size_at, lr_schedule, scale_lr
 
 __all__ = ["lr_schedule", "scale_lr", "steps_to_target", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
 
@@ -47,6 +47,11 @@ class History:
     def final_eval_loss(self) -> float | None:
         """The last evaluation loss, or None if the run had no ``eval_data``."""
         return self.eval_loss[-1] if self.eval_loss else None
+
+    @property
+    def eval_samples(self) -> list[int]:
+        """Sequences seen at each evaluation (0 before training): the x axis of "loss against samples"."""
+        return [self.samples_seen[s - 1] if s > 0 else 0 for s in self.eval_step]
 
 
 def make_optimizer(
@@ -110,6 +115,7 @@ def train(
     warmup_steps: int = 0,
     decay: Literal["constant", "cosine"] = "constant",
     num_microbatches: int = 1,
+    batch_increase: tuple[int, int] | None = None,
     eval_data=None,
     eval_every: int | None = None,
     seed: int = 0,
@@ -122,7 +128,9 @@ def train(
     Batches are drawn like a shuffling data loader that drops the last incomplete batch: each epoch
     is a fresh permutation from a generator seeded by ``seed``. Each step's ``batch_size`` sequences
     go through the model as ``num_microbatches`` micro-batches of ``batch_size // num_microbatches``.
-    The learning rate follows :func:`lr_schedule` (``total_steps`` = ``steps``). With ``eval_data``,
+    ``batch_increase = (at_step, factor)`` multiplies the batch by ``factor`` from step ``at_step`` on
+    (:func:`batchlab.scaling.batch_size_at`; the optimizer keeps its state; ``samples_seen`` counts the
+    sequences actually used). The learning rate follows :func:`lr_schedule` (``total_steps`` = ``steps``). With ``eval_data``,
     the eval loss is recorded before training, every ``eval_every`` steps (default: steps // 10)
     and after the last step.
     """
@@ -131,18 +139,20 @@ def train(
     steps = _whole("steps", steps, 1)
     num_microbatches = _whole("num_microbatches", num_microbatches, 1)
     lr = _positive("lr", lr)
-    at_most("batch_size", batch_size, n, "len(data)")
+    largest = batch_size_at(steps, batch_size, batch_increase)  # also validates batch_increase
+    at_most("batch_size", largest, n, "len(data)")
     # each optimizer step splits its batch into num_microbatches equal micro-batches
     divides("batch_size", batch_size, "num_microbatches", num_microbatches)
+    divides("batch_size", largest, "num_microbatches", num_microbatches)
     if eval_every is not None:
         eval_every = _whole("eval_every", eval_every, 1)
     lr_schedule(steps, lr, warmup_steps, steps, decay)  # validates the schedule before any work
-    micro_batch_size = batch_size // num_microbatches
     opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad], lr, weight_decay)
     device = _device_of(model)
     gen = torch.Generator().manual_seed(seed)
     history = History(config=dict(batch_size=batch_size, steps=steps, lr=lr, warmup_steps=warmup_steps,
                                   decay=decay, num_microbatches=num_microbatches, seed=seed,
+                                  batch_increase=batch_increase,
                                   optimizer=optimizer if isinstance(optimizer, str) else getattr(
                                       optimizer, "__name__", repr(optimizer))))
     every = eval_every or max(1, steps // 10)
@@ -161,11 +171,15 @@ def train(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model.train()
+        samples_seen = 0
         for step in range(1, steps + 1):
-            if cursor + batch_size > n:  # epoch over: drop the incomplete rest, reshuffle
+            step_batch = batch_size_at(step, batch_size, batch_increase)
+            micro_batch_size = step_batch // num_microbatches
+            if cursor + step_batch > n:  # epoch over: drop the incomplete rest, reshuffle
                 order, cursor = torch.randperm(n, generator=gen), 0
-            batch = order[cursor:cursor + batch_size]
-            cursor += batch_size
+            batch = order[cursor:cursor + step_batch]
+            cursor += step_batch
+            samples_seen += step_batch
             current_lr = lr_schedule(step, lr, warmup_steps, steps, decay)
             for group in opt.param_groups:
                 group["lr"] = current_lr
@@ -180,7 +194,7 @@ def train(
                 step_loss += float(loss.detach())
             opt.step()
             history.step.append(step)
-            history.samples_seen.append(step * batch_size)
+            history.samples_seen.append(samples_seen)
             history.lr.append(current_lr)
             history.train_loss.append(step_loss)
             if eval_data is not None and (step % every == 0 or step == steps):

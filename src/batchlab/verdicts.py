@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from .checks import nonnegative, whole
+from .checks import nonnegative, positive, whole
 from .fit import least_squares_line
 
 __all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
-           "samples_to_target", "holds_in_every_seed"]
+           "samples_to_target", "holds_in_every_seed", "unchanged", "only_memory_moves", "same_update",
+           "best_rate_grows"]
 
 VERDICT: dict[bool, str] = {True: "成立", False: "不成立"}
 
@@ -82,3 +83,35 @@ def straight_line_residual(xs: Sequence[float], ys: Sequence[float]) -> float:
     intercept, slope = least_squares_line(xs, ys)
     scale = max(abs(y) for y in ys) or 1.0
     return max(abs(y - (intercept + slope * x)) for x, y in zip(xs, ys)) / scale
+
+
+def unchanged(ratio: float, tolerance: float = 0.05) -> bool:
+    """A quantity that moved by the factor ``ratio`` (new / old) stayed within ±``tolerance`` of itself."""
+    nonnegative("tolerance", tolerance)
+    return abs(positive("ratio", ratio) - 1.0) <= tolerance
+
+
+def only_memory_moves(ratios: Mapping[str, float], memory: str, tolerance: float = 0.05) -> bool:
+    """The claim "batch size only affects memory" (原文 4.6, 误区一) for one change of batch: every quantity
+    in ``ratios`` (new / old) other than the ``memory`` one stayed within ±``tolerance``."""
+    if memory not in ratios:
+        raise ValueError(f"memory = {memory!r} 不在 ratios 的键 {list(ratios)} 中")
+    others = {name: r for name, r in ratios.items() if name != memory}
+    if not others:
+        raise ValueError("ratios 里除了显存没有别的量：无从判断“只影响显存”")
+    return all(unchanged(r, tolerance) for r in others.values())
+
+
+def same_update(relative_gap: float, tolerance: float = 1e-5) -> bool:
+    """Two ways of computing one update agree: their largest gradient difference, relative to the
+    largest gradient entry, is at most ``tolerance`` (float32 rounding is ~1e-7)."""
+    return nonnegative("relative_gap", relative_gap) <= nonnegative("tolerance", tolerance)
+
+
+def best_rate_grows(best_lr: Mapping[int, float]) -> bool:
+    """The best learning rate (value) never falls as the batch size (key) grows, and the largest batch's
+    is strictly higher than the smallest's: the coupling of 原文 4.6 误区四."""
+    if len(best_lr) < 2:
+        raise ValueError("需要至少两个批大小的最优学习率才能比较")
+    rates = [positive("best_lr", best_lr[b]) for b in sorted(best_lr)]
+    return all(a <= b for a, b in zip(rates, rates[1:])) and rates[-1] > rates[0]

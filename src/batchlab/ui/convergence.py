@@ -27,7 +27,7 @@ def plot_training_curves(histories: list, labels: list[str], floor: float | None
         ax1.plot(h.eval_step, h.eval_loss, label=label)
         if ax2 is not None:
             # Step 0 (no samples yet) has no place on a log axis.
-            points = [(s * h.config["batch_size"], loss) for s, loss in zip(h.eval_step, h.eval_loss) if s > 0]
+            points = [(n, loss) for n, loss in zip(h.eval_samples, h.eval_loss) if n > 0]
             ax2.plot(*zip(*points), label=label)
     for ax in (ax1, ax2):
         if ax is not None and floor is not None:

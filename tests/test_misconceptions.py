@@ -1,0 +1,162 @@
+"""Chapter 4.6's tools: communication per step, gradient accumulation and what breaks it, batch growth,
+and the verdicts on the lecture's four misconceptions (each flips when its measurement flips)."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from batchlab.accumulation import (IGNORE_INDEX, BatchNormLM, batch_gradients, mask_after, random_lengths,
+                                   relative_gap)
+from batchlab.batching import token_weights
+from batchlab.case import CASE_STUDY, CASE_STUDY_TUNED
+from batchlab.comm import allreduce_bytes, p2p_bytes, p2p_messages, step_communication
+from batchlab.data import make_corpus
+from batchlab.model import GPT, get_config
+from batchlab.pipeline_run import pipeline_batch, run_pipeline_local
+from batchlab.scaling import batch_size_at
+from batchlab.train import train
+from batchlab.verdicts import best_rate_grows, only_memory_moves, same_update, unchanged
+
+PICO = get_config("pico")
+
+
+@pytest.fixture(scope="module")
+def batch():
+    data = make_corpus(num_sequences=32, seq_len=16, seed=0)
+    return data.inputs[:16], data.targets[:16]
+
+
+# ── communication ────────────────────────────────────────────────────────────────────────────────
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p, m, micro", [(2, 2, 1), (4, 8, 2), (3, 4, 3)])
+def test_pipeline_run_sends_what_the_formula_counts(schedule, p, m, micro):
+    config = get_config("tiny", n_layer=4)
+    inputs, targets = pipeline_batch(config, m, micro, 8, seed=0)
+    result = run_pipeline_local(GPT(config), inputs, targets, p, m, schedule)
+    assert result["p2p_messages"] == p2p_messages(p, m) == 2 * (p - 1) * m
+    assert result["p2p_bytes"] == p2p_bytes(p, m, micro, 8, config.d_model, 4)
+
+
+def test_one_stage_sends_nothing_and_one_replica_reduces_nothing():
+    assert p2p_messages(1, 8) == 0
+    assert allreduce_bytes(10**9, 1) == 0
+    assert allreduce_bytes(10**9, 2) == 10**9            # ring: 2(d−1)/d = 1 for d = 2
+    assert allreduce_bytes(10**9, 8) == pytest.approx(1.75e9)
+
+
+@settings(max_examples=50, deadline=None)
+@given(p=st.integers(2, 8), micro=st.sampled_from([1, 2, 4, 8]), d=st.integers(1, 4), factor=st.sampled_from([2, 4]))
+def test_cutting_the_same_batch_finer_keeps_bytes_and_multiplies_messages(p, micro, d, factor):
+    config = get_config("gpt2")
+    coarse = step_communication(config, 128, micro * factor * d * p, micro * factor, p, d)
+    fine = step_communication(config, 128, micro * factor * d * p, micro, p, d)
+    assert fine.p2p_bytes == coarse.p2p_bytes
+    assert fine.p2p_messages == factor * coarse.p2p_messages
+    assert fine.allreduce_bytes == coarse.allreduce_bytes      # per step: the batch does not matter
+
+
+def test_case_study_tuning_halves_the_messages_and_keeps_the_allreduce():
+    before, after = (step_communication(c.config, c.seq_len, c.global_batch, c.micro_batch_size,
+                                        c.pipeline_stages, c.data_parallel) for c in (CASE_STUDY, CASE_STUDY_TUNED))
+    assert (before.p2p_messages, after.p2p_messages) == (96, 48)
+    assert before.allreduce_bytes == after.allreduce_bytes > 0
+    doubled = step_communication(CASE_STUDY.config, 1024, 128, 2, 4, 2)
+    assert doubled.allreduce_bytes_per_sample == pytest.approx(before.allreduce_bytes_per_sample / 2)
+
+
+# ── gradient accumulation ────────────────────────────────────────────────────────────────────────
+@pytest.mark.parametrize("k", [2, 4, 16])
+def test_accumulated_gpt_gradient_equals_the_whole_batch(batch, k):
+    model = GPT(PICO)
+    gap = relative_gap(batch_gradients(model, *batch, num_microbatches=k), batch_gradients(model, *batch))
+    assert same_update(gap)
+
+
+def test_pipeline_gradient_equals_the_whole_batch():
+    config = get_config("tiny", n_layer=4)
+    inputs, targets = pipeline_batch(config, 8, 2, 16, seed=0)
+    model = GPT(config)
+    result = run_pipeline_local(model, inputs, targets, 4, 8, "1f1b")
+    assert same_update(relative_gap(result["grads"], batch_gradients(model, inputs, targets)))
+
+
+def test_batchnorm_breaks_the_equality_and_one_microbatch_restores_it(batch):
+    model = BatchNormLM(PICO.vocab_size)
+    whole_batch = batch_gradients(model, *batch)
+    assert not same_update(relative_gap(batch_gradients(model, *batch, num_microbatches=4), whole_batch))
+    assert same_update(relative_gap(batch_gradients(model, *batch, num_microbatches=1), whole_batch))
+
+
+def test_dropout_differs_like_another_seed_and_repeats_with_the_same_one(batch):
+    model = GPT(get_config("pico", dropout=0.1))
+    reference = batch_gradients(model, *batch, seed=0)
+    assert same_update(relative_gap(batch_gradients(model, *batch, seed=0), reference))   # reproducible
+    assert not same_update(relative_gap(batch_gradients(model, *batch, num_microbatches=4, seed=0), reference))
+    assert not same_update(relative_gap(batch_gradients(model, *batch, seed=1), reference))
+
+
+def test_per_microbatch_mean_breaks_with_unequal_lengths_only(batch):
+    inputs, targets = batch
+    model = GPT(PICO)
+    padded = mask_after(targets, random_lengths(16, 16, shortest=2, seed=0))
+    assert (padded == IGNORE_INDEX).any()
+    reference = batch_gradients(model, inputs, padded)
+    per_micro = batch_gradients(model, inputs, padded, num_microbatches=4, normalize="per_microbatch")
+    assert not same_update(relative_gap(per_micro, reference))
+    assert same_update(relative_gap(batch_gradients(model, inputs, padded, num_microbatches=4), reference))
+    # equal lengths: both normalisations are the same
+    full = batch_gradients(model, inputs, targets)
+    assert same_update(relative_gap(batch_gradients(model, inputs, targets, 4, normalize="per_microbatch"), full))
+
+
+def test_token_weights_by_hand():
+    assert token_weights([100, 300]) == [1 / 400, 1 / 400]
+    assert token_weights([100, 300], "per_microbatch") == [1 / 200, 1 / 600]
+    with pytest.raises(ValueError, match="normalize"):
+        token_weights([1, 2], "mean")
+    with pytest.raises(ValueError, match="为空"):
+        token_weights([])
+
+
+@settings(max_examples=50, deadline=None)
+@given(counts=st.lists(st.integers(1, 50), min_size=1, max_size=8))
+def test_every_normalisation_gives_each_microbatch_a_total_weight_that_sums_to_one(counts):
+    for normalize in ("global_tokens", "per_microbatch"):
+        weights = token_weights(counts, normalize)
+        assert math.isclose(sum(w * n for w, n in zip(weights, counts)), 1.0)
+
+
+# ── growing the batch ────────────────────────────────────────────────────────────────────────────
+def test_batch_size_at_switches_once():
+    assert [batch_size_at(s, 8, (3, 4)) for s in (1, 2, 3, 10)] == [8, 8, 32, 32]
+    assert batch_size_at(5, 8) == 8
+    for bad in [(1, 4), (3, 1), (3,), "3,4"]:
+        with pytest.raises(ValueError, match="increase"):
+            batch_size_at(2, 8, bad)
+
+
+def test_train_grows_the_batch_and_counts_the_samples():
+    data = make_corpus(num_sequences=256, seq_len=16, seed=0)
+    history = train(GPT(PICO), data, batch_size=8, steps=6, lr=1e-3, batch_increase=(4, 4))
+    assert history.samples_seen == [8, 16, 24, 56, 88, 120]
+    with pytest.raises(ValueError, match="len\\(data\\)"):
+        train(GPT(PICO), data, batch_size=8, steps=6, lr=1e-3, batch_increase=(4, 64))
+
+
+# ── verdicts flip ────────────────────────────────────────────────────────────────────────────────
+def test_only_memory_moves_flips():
+    assert only_memory_moves({"memory": 1.8, "steps": 1.0, "bubble": 1.02}, "memory") is True
+    assert only_memory_moves({"memory": 1.8, "steps": 1.0, "bubble": 1.6}, "memory") is False
+    assert unchanged(1.04) and not unchanged(0.9)
+    with pytest.raises(ValueError, match="memory"):
+        only_memory_moves({"steps": 1.0}, "memory")
+
+
+def test_same_update_and_best_rate_flip():
+    assert same_update(1e-7) and not same_update(0.05)
+    assert best_rate_grows({8: 3e-3, 64: 2.4e-2}) is True
+    assert best_rate_grows({8: 2.4e-2, 64: 2.4e-2}) is False
+    assert best_rate_grows({8: 2.4e-2, 32: 3e-3, 64: 2.4e-2}) is False
+    with pytest.raises(ValueError):
+        best_rate_grows({8: 1e-3})
