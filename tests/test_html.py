@@ -406,6 +406,20 @@ def test_render_check_catches_broken_pages(browser, tmp_path):
     assert len(rep.problems()) >= 6
 
 
+def test_render_check_catches_missing_widget_manager_and_mathjax(built, browser, tmp_path):
+    """A copy of the book without the vendored widget manager and MathJax: check_page reports every
+    widget area blank and every formula raw (the failures a CDN-only build shows offline)."""
+    doc = next(d for d in CHAPTERS if _notebook_model_ids(d) and built.soup(d).select(".math"))
+    copy = tmp_path / "html"
+    shutil.copytree(built.html, copy)
+    (copy / EMBED_AMD_JS).unlink()
+    (copy / MATHJAX_JS).unlink()
+    rep = render_check.check_page(browser, copy / f"{doc}.html", timeout_ms=3000)
+    assert rep.widget_areas and all(a["views"] == 0 for a in rep.widget_areas), rep.widget_areas
+    assert rep.math_nodes and rep.math_unrendered == rep.math_nodes and rep.mathjax == 0
+    assert any("空白" in p for p in rep.problems()) and any("MathJax" in p for p in rep.problems())
+
+
 def test_screenshots_written(rendered):
     from PIL import Image
 
