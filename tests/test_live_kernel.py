@@ -38,7 +38,7 @@ from batchlab.ui.style import render_error_html
 from booktoc import ROOT  # tests/booktoc.py
 
 sys.path.insert(0, str(ROOT / "scripts"))
-import render_check  # noqa: E402  (scripts/render_check.py: where Chromium is)
+import render_check  # noqa: E402  (scripts/render_check.py: the project's one Chromium launch)
 
 pytestmark = pytest.mark.slow
 
@@ -169,11 +169,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
 @pytest.fixture(scope="module")
 def browser_page(lab: dict) -> Iterator[tuple]:
     """A headless Chromium page whose requests may only go to 127.0.0.1; yields (page, blocked)."""
-    from playwright.sync_api import sync_playwright
-
-    exe = render_check.find_chromium()
-    if exe is None:
-        pytest.fail(f"需要 Chromium（apt-get install chromium；默认位置 {render_check.DEFAULT_CHROMIUM}）")
     blocked: list[str] = []
 
     def local(url: str) -> bool:
@@ -183,16 +178,14 @@ def browser_page(lab: dict) -> Iterator[tuple]:
         blocked.append(route.request.url)
         route.abort()
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=exe, args=["--no-sandbox"], headless=True)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
-            context.route(lambda url: not local(url), abort)
-            page = context.new_page()
-            page.on("websocket", lambda ws: None if local(ws.url) else blocked.append(ws.url))
-            yield page, blocked
-        finally:
-            browser.close()
+    # offline=False: render_check's dead proxy would also cut off the server on 127.0.0.1; the route
+    # below is the guard instead (Chromium's own background traffic is off in render_check.CHROMIUM_ARGS).
+    with render_check.launch(offline=False) as browser:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
+        context.route(lambda url: not local(url), abort)
+        page = context.new_page()
+        page.on("websocket", lambda ws: None if local(ws.url) else blocked.append(ws.url))
+        yield page, blocked
 
 
 def test_memory_explorer_answers_its_controls(lab: dict, browser_page: tuple) -> None:
