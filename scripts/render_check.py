@@ -205,7 +205,7 @@ async ([viewType, stateType, timeoutMs]) => {
                     ? s.previousElementSibling : null;
   // the HTML manager inserts a .widget-subarea before each view script and renders into it
   while (performance.now() < deadline &&
-         views.some(s => !area(s) || !area(s).querySelector('.jupyter-widgets'))) {
+         views.some(s => !area(s) || !area(s).querySelector('.lm-Widget'))) {
     await sleep(50);
   }
   await Promise.all([...document.images].map(img => img.complete ? null :
