@@ -66,7 +66,8 @@ KNOWN_NOISE: list[tuple[re.Pattern, str]] = [
                 r"\(reading 'Queue'\)$|^Cannot read properties of undefined \(reading 'Queue'\)$"),
      "ipywidgets' typeset() calls the MathJax 2 API (MathJax.Hub.Queue) after it has set the "
      "label's text (jupyter-widgets/ipywidgets#3829); with MathJax 3 only the LaTeX typesetting of "
-     "widget descriptions is lost. check_page() still requires every control to render."),
+     "widget descriptions is lost. check_page() still requires every control to render, and reports "
+     "LaTeX left as source in a widget's labels (`raw_latex`)."),
 ]
 # The widget manager's bundled CSS declares Font Awesome 5 faces relative to where require.js
 # believes embed-amd.js lives (<page dir>/@jupyter-widgets/html-manager/dist/); they are not
@@ -160,6 +161,8 @@ class PageReport:
                 out.append(f"{where}只显示了 {area['images']} 张默认输出图，组件状态中有 {area['expected_images']} 张")
             if area["expected_text"] and not area["text"]:
                 out.append(f"{where}没有显示默认输出文字")
+            if area["raw_latex"]:
+                out.append(f"{where}的说明文字里有未排版的 LaTeX：{area['raw_latex']}")
         if self.math_unrendered:
             out.append(f"{self.math_nodes} 个公式中有 {self.math_unrendered} 个没有被 MathJax 渲染")
         if self.mathjax_errors:
@@ -193,7 +196,7 @@ def _expected_widgets(state: dict, model_id: str) -> tuple[int, int, bool]:
 
 
 # Runs in the page once it has loaded: waits for MathJax and the widget manager, then measures.
-_MEASURE_JS = """
+_MEASURE_JS = r"""
 async ([viewType, stateType, timeoutMs]) => {
   const deadline = performance.now() + timeoutMs;
   const sleep = ms => new Promise(r => setTimeout(r, ms));
@@ -228,6 +231,9 @@ async ([viewType, stateType, timeoutMs]) => {
         images: a ? [...a.querySelectorAll('img')].filter(i => i.complete && i.naturalWidth > 0).length : 0,
         text: a ? [...a.querySelectorAll('.widget-output, .widget-html, .widget-label, .widget-htmlmath')]
                    .some(e => e.innerText.trim() !== '') : false,
+        // LaTeX left as source in labels, HTML and buttons (see the 'Queue' entry of KNOWN_NOISE)
+        raw_latex: a ? [...a.querySelectorAll('.widget-label, .widget-html, .widget-htmlmath, button')]
+                   .map(e => e.innerText).filter(t => /\$[^$\n]+\$|\\\(|\\\[/.test(t)) : [],
       };
     }),
     state: state ? JSON.parse(state.textContent).state : {},

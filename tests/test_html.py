@@ -420,6 +420,20 @@ def test_render_check_catches_missing_widget_manager_and_mathjax(built, browser,
     assert any("空白" in p for p in rep.problems()) and any("MathJax" in p for p in rep.problems())
 
 
+def test_render_check_catches_raw_latex_in_widget_labels(built, browser, tmp_path):
+    """A widget description with LaTeX that nothing typesets (no MathJax in this copy) is reported."""
+    doc = next(d for d in CHAPTERS if '"description": "' in built.page(d).read_text(encoding="utf-8"))
+    copy = tmp_path / "html"
+    shutil.copytree(built.html, copy)
+    (copy / MATHJAX_JS).unlink()
+    page = copy / f"{doc}.html"
+    page.write_text(page.read_text(encoding="utf-8").replace('"description": "', '"description": "$b$ ', 1),
+                    encoding="utf-8")
+    rep = render_check.check_page(browser, page, timeout_ms=3000)
+    assert any(a["raw_latex"] for a in rep.widget_areas), rep.widget_areas
+    assert any("LaTeX" in p for p in rep.problems())
+
+
 def test_screenshots_written(rendered):
     from PIL import Image
 
