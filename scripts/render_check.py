@@ -60,8 +60,9 @@ KNOWN_NOISE: list[tuple[re.Pattern, str]] = [
      "Jupyter Book 1 writes sphinx-thebe's inline config <script> twice into every page; the second, "
      "identical `const` declaration throws. Thebe (live code) is not enabled in this book."),
     (re.compile(r"^Got invalid theme mode: \. Resetting to auto\.$"),
-     "pydata-sphinx-theme on a first visit (empty localStorage): it logs this and uses the light/auto "
-     "theme, which is the default anyway."),
+     "pydata-sphinx-theme on a first visit (empty localStorage, no default mode in the page): it logs "
+     "this and uses the auto theme, the default anyway. sphinx-book-theme rejects the `default_mode` "
+     "option that would set one (tried: 'unsupported theme option', and -W fails the build)."),
     (re.compile(r"^Uncaught \(in promise\) TypeError: Cannot read properties of undefined "
                 r"\(reading 'Queue'\)$|^Cannot read properties of undefined \(reading 'Queue'\)$"),
      "ipywidgets' typeset() calls the MathJax 2 API (MathJax.Hub.Queue) after it has set the "
