@@ -1,7 +1,13 @@
 """Chapter 4.6's tools: communication per step, gradient accumulation and what breaks it, batch growth,
 and the verdicts on the lecture's four misconceptions (each flips when its measurement flips)."""
 import math
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -160,3 +166,48 @@ def test_same_update_and_best_rate_flip():
     assert best_rate_grows({8: 2.4e-2, 32: 3e-3, 64: 2.4e-2}) is False
     with pytest.raises(ValueError):
         best_rate_grows({8: 1e-3})
+
+
+# ── misconception one on the lecture's case ─────────────────────────────────────────────────────
+def test_both_changes_of_the_case_move_more_than_memory():
+    from batchlab.effects import MEMORY_EFFECT, batch_effects, effect_ratios
+    from batchlab.roofline import DEVICE_PRESETS
+    from batchlab.tune import roofline_curve
+
+    c = CASE_STUDY
+    npu = DEVICE_PRESETS["ascend-910b"]
+    curve = roofline_curve(c.config, npu.peak_flops[0], npu.memory_bandwidth[0])
+    effects = {(g, b): batch_effects(c.config, c.seq_len, g, b, c.pipeline_stages, c.data_parallel, curve)
+               for g, b in [(64, 2), (64, 4), (128, 2)]}
+    micro = effect_ratios(effects[(64, 4)], effects[(64, 2)])
+    more = effect_ratios(effects[(128, 2)], effects[(64, 2)])
+    assert micro[MEMORY_EFFECT] > 1.2 and micro["p2p_messages"] == 0.5 and micro["allreduce_mib_per_sample"] == 1
+    assert more[MEMORY_EFFECT] == 1 and more["p2p_messages"] == 2 and more["allreduce_mib_per_sample"] == 0.5
+    assert not only_memory_moves(micro, MEMORY_EFFECT) and not only_memory_moves(more, MEMORY_EFFECT)
+    # the same judge on a change that moved memory alone says the claim holds
+    assert only_memory_moves({k: (v if k == MEMORY_EFFECT else 1.0) for k, v in micro.items()}, MEMORY_EFFECT)
+
+
+# ── the tuning checklist (速查表) of chapter 4.6 ─────────────────────────────────────────────────
+CHAPTER = Path(__file__).resolve().parents[1] / "book" / "4.6-misconceptions.ipynb"
+
+
+def checklist_commands() -> list[str]:
+    """Every `python -m batchlab …` command written in the chapter's checklist, as the reader sees it."""
+    nb = nbformat.read(CHAPTER, as_version=4)
+    table = next(c.source for c in nb.cells if c.cell_type == "markdown" and "## 总结：调参速查表" in c.source)
+    return re.findall(r"`python -m batchlab ([^`]+)`", table)
+
+
+def test_checklist_covers_every_step():
+    commands = checklist_commands()
+    assert {cmd.split()[0] for cmd in commands} == {"plan", "bench-matmul", "pipeline", "tune"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arguments", checklist_commands())
+def test_checklist_command_exits_zero(arguments):
+    done = subprocess.run([sys.executable, "-m", "batchlab", *shlex.split(arguments)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()

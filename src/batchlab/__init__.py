@@ -39,5 +39,5 @@ LAYERS: dict[str, tuple[str, ...]] = {
                      "ui.convergence", "ui.misconceptions",
                      "ui.exercises", "ui.exercises.base", "ui.exercises.chapter_4_1",
                      "ui.exercises.chapter_4_2", "ui.exercises.chapter_4_3", "ui.exercises.chapter_4_4",
-                     "ui.exercises.chapter_4_5", "grade", "cli", "__main__"),
+                     "ui.exercises.chapter_4_5", "ui.exercises.chapter_4_6", "grade", "cli", "__main__"),
 }

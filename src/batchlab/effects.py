@@ -25,7 +25,7 @@ EFFECTS: dict[str, str] = {
     "matmul_efficiency": "矩阵乘法效率",
     "bubble_fraction": "气泡占比",
     "p2p_messages": "每步点对点消息数",
-    "allreduce_bytes_per_sample": "每个样本分摊的 All-Reduce 字节",
+    "allreduce_mib_per_sample": "每个样本分摊的 All-Reduce（MiB）",
 }
 MEMORY_EFFECT = "peak_memory_gib"
 
@@ -49,8 +49,8 @@ def batch_effects(config: GPTConfig, seq_len: int, global_batch: int, micro_batc
         "peak_memory_gib": max(memory.peak_bytes_per_stage) / GIB,
         "matmul_efficiency": step.matmul_efficiency,
         "bubble_fraction": step.bubble_fraction,
-        "p2p_messages": float(comm.p2p_messages),
-        "allreduce_bytes_per_sample": comm.allreduce_bytes_per_sample,
+        "p2p_messages": comm.p2p_messages,
+        "allreduce_mib_per_sample": comm.allreduce_bytes_per_sample / 2**20,
     }
 
 

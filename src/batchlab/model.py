@@ -17,7 +17,7 @@ from .checks import at_most, one_of
 from .memory import RECOMPUTE_MODES
 from .presets import PRESETS, PUBLISHED_PARAMS, GPTConfig, count_params, get_config
 
-__all__ = ["GPTConfig", "PRESETS", "PUBLISHED_PARAMS", "get_config", "count_params", "GPT"]
+__all__ = ["GPTConfig", "PRESETS", "PUBLISHED_PARAMS", "get_config", "count_params", "GPT", "BigramLM"]
 
 
 class CausalSelfAttention(nn.Module):
@@ -139,3 +139,21 @@ class GPT(nn.Module):
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+class BigramLM(nn.Module):
+    """The smallest language model of the book: a V × V table of next-token logits, started at zero.
+
+    On the book's first-order Markov corpus it can reach the entropy rate exactly, and its loss is
+    convex in the table, so a run shows within a few thousand cheap steps what a GPT shows only much
+    later: the floor that a constant learning rate's gradient noise leaves above the optimum (4.6).
+    Convexity also means there is nothing to explore — no other minimum to find.
+    """
+
+    def __init__(self, vocab_size: int) -> None:
+        super().__init__()
+        self.table = nn.Embedding(vocab_size, vocab_size)
+        nn.init.zeros_(self.table.weight)  # uniform prediction: the same start for every run
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.table(idx)

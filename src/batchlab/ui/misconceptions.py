@@ -9,7 +9,7 @@ from ..effects import EFFECTS
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["plot_what_moves", "plot_early_late"]
+__all__ = ["plot_what_moves", "plot_early_late", "plot_lr_sweep"]
 
 
 def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float = 0.05) -> "Figure":
@@ -68,5 +68,31 @@ def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floo
         ax.set_xlabel("已见样本数（序列）")
     whole.set_ylabel("验证集损失")
     whole.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float | None = None) -> "Figure":
+    """Final eval loss against learning rate (log axis), one line per batch size; a star on each line's
+    best rate."""
+    import matplotlib.pyplot as plt
+
+    from .style import PALETTE
+
+    if not final_loss:
+        raise ValueError("final_loss 为空：至少给出一个批大小的扫描结果")
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for i, (batch, losses) in enumerate(sorted(final_loss.items())):
+        rates = sorted(losses)
+        colour = PALETTE[i % len(PALETTE)]
+        ax.plot(rates, [losses[r] for r in rates], marker="o", color=colour, label=f"B = {batch}")
+        best = min(rates, key=losses.get)
+        ax.plot([best], [losses[best]], marker="*", ms=14, color=colour, mec="k")
+    if floor is not None:
+        ax.axhline(floor, color="k", ls=":", lw=1, label="损失下限（熵率）")
+    ax.set_xscale("log")
+    ax.set_xlabel("学习率")
+    ax.set_ylabel("相同样本预算后的验证损失")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

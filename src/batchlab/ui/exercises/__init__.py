@@ -15,9 +15,11 @@ from .chapter_4_2 import EXERCISES as _CHAPTER_4_2
 from .chapter_4_3 import EXERCISES as _CHAPTER_4_3
 from .chapter_4_4 import EXERCISES as _CHAPTER_4_4
 from .chapter_4_5 import EXERCISES as _CHAPTER_4_5
+from .chapter_4_6 import EXERCISES as _CHAPTER_4_6
 
 # Every exercise of the book by id ("4.1-3"); each chapter's set lives in its own module.
-EXERCISES: dict[str, Exercise] = {**_CHAPTER_4_1, **_CHAPTER_4_2, **_CHAPTER_4_3, **_CHAPTER_4_4, **_CHAPTER_4_5}
+EXERCISES: dict[str, Exercise] = {**_CHAPTER_4_1, **_CHAPTER_4_2, **_CHAPTER_4_3, **_CHAPTER_4_4, **_CHAPTER_4_5,
+                               **_CHAPTER_4_6}
 
 __all__ = ["Exercise", "EXERCISES", "ask", "check", "is_correct", "expected", "results"]
 

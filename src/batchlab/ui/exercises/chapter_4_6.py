@@ -1,0 +1,69 @@
+"""Exercises of chapter 4.6 (the four misconceptions); answers are computed by batchlab when checked."""
+from __future__ import annotations
+
+from ...batching import token_weights
+from ...case import CASE_STUDY, CASE_STUDY_TUNED
+from ...comm import allreduce_bytes, step_communication
+from ...effects import EFFECTS, MEMORY_EFFECT, batch_effects, effect_ratios
+from ...roofline import DEVICE_PRESETS
+from ...scaling import scale_lr
+from ...tune import roofline_curve
+from .base import Exercise
+
+__all__ = ["EXERCISES", "UNCHANGED_CHOICES"]
+
+# Choice letters of 4.6-3 → the quantity of batchlab.effects.EFFECTS each names.
+UNCHANGED_CHOICES: dict[str, str] = {"A": "p2p_messages", "B": "bubble_fraction", "C": "allreduce_mib_per_sample",
+                                     "D": MEMORY_EFFECT}
+
+
+def _tuned_messages() -> int:
+    c = CASE_STUDY_TUNED
+    return step_communication(c.config, c.seq_len, c.global_batch, c.micro_batch_size, c.pipeline_stages,
+                              c.data_parallel).p2p_messages
+
+
+def _unchanged_by_micro_batch() -> str:
+    npu = DEVICE_PRESETS["ascend-910b"]
+    curve = roofline_curve(CASE_STUDY.config, npu.peak_flops[0], npu.memory_bandwidth[0])
+    effects = [batch_effects(c.config, c.seq_len, c.global_batch, c.micro_batch_size, c.pipeline_stages,
+                             c.data_parallel, curve) for c in (CASE_STUDY, CASE_STUDY_TUNED)]
+    ratios = effect_ratios(effects[1], effects[0])
+    same = [letter for letter, key in UNCHANGED_CHOICES.items() if abs(ratios[key] - 1) < 1e-9]
+    if len(same) != 1:
+        raise AssertionError(f"练习 4.6-3 的选项应恰有一个不变，实际不变的是 {same}")
+    return same[0]
+
+
+EXERCISES: dict[str, Exercise] = {
+    "4.6-1": Exercise(
+        "原文案例调整后（4 级流水线，微批次大小 4，每个副本 8 个微批次），一个数据并行副本每步在相邻阶段之间一共收发"
+        "多少条点对点消息（前向的激活与反向的梯度都算）？",
+        _tuned_messages,
+        "每个微批次在 p − 1 个阶段边界上各走一次前向、一次反向：2(p − 1)m。",
+    ),
+    "4.6-2": Exercise(
+        "一个流水线阶段持有 4 亿个参数，梯度以 bf16（2 字节）做环形 All-Reduce，数据并行度 8。每张卡每步发送多少 GB"
+        "（10⁹ 字节）？（保留两位小数）",
+        lambda: allreduce_bytes(400_000_000 * 2, 8) / 1e9,
+        "环形 All-Reduce 每张卡发送 2(d − 1)/d × 梯度字节数。",
+        decimals=2,
+    ),
+    "4.6-3": Exercise(
+        "全局批大小不变，把原文案例的微批次大小从 2 增大到 4。下面哪一项不变？",
+        _unchanged_by_micro_batch,
+        "全局批次不变，每步的样本数就不变；All-Reduce 每步一次，与怎样切分无关。",
+        choices={letter: EFFECTS[key] for letter, key in UNCHANGED_CHOICES.items()},
+    ),
+    "4.6-4": Exercise(
+        "梯度累积的两个微批次分别有 100 和 300 个有效 token。若每个微批次先求平均损失、再除以微批次数，"
+        "第一个微批次里一个 token 的权重是按全局 token 数归一化时的几倍？",
+        lambda: token_weights([100, 300], "per_microbatch")[0] / token_weights([100, 300], "global_tokens")[0],
+        "按微批次平均：1/(2 × 100)；按全局 token：1/400。",
+    ),
+    "4.6-5": Exercise(
+        "在单卡上用批大小 8、学习率 1e-3 调好的 SGD，换到全局批大小 64 时，按线性缩放法则学习率应设为多少？",
+        lambda: scale_lr(1e-3, 8, 64, "linear"),
+        "Goyal et al. 2017：批大小放大 k 倍，学习率也放大 k 倍（并配合预热）。",
+    ),
+}

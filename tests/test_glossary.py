@@ -1,0 +1,74 @@
+"""The glossary (book/glossary.md) is the source of the book's Chinese terms: its tables parse, every
+term is defined once, and no page of the book uses a wording the glossary rules out."""
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from booktoc import ROOT, toc_entries  # tests/booktoc.py
+
+GLOSSARY = ROOT / "book" / "glossary.md"
+
+
+def _tables(text: str) -> dict[str, list[list[str]]]:
+    """Markdown tables under each '## ' heading: {heading: rows (header and separator dropped)}."""
+    tables: dict[str, list[list[str]]] = {}
+    heading = ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            heading = line[3:].strip()
+        elif line.startswith("|") and not re.match(r"^\|[-| ]+\|$", line):
+            tables.setdefault(heading, []).append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return {h: rows[1:] for h, rows in tables.items()}  # drop each table's header row
+
+
+TABLES = _tables(GLOSSARY.read_text(encoding="utf-8"))
+AVOID = "不用的说法"
+
+
+def _pages() -> dict[str, str]:
+    """Every toc page's prose (markdown cells of notebooks, whole .md files) except the glossary."""
+    pages = {}
+    for entry in toc_entries():
+        path = next(p for p in (ROOT / entry, ROOT / f"{entry}.ipynb", ROOT / f"{entry}.md") if p.is_file())
+        if path == GLOSSARY:
+            continue
+        if path.suffix == ".ipynb":
+            nb = nbformat.read(path, as_version=4)
+            pages[entry] = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        else:
+            pages[entry] = path.read_text(encoding="utf-8")
+    return pages
+
+
+def _unquoted(text: str) -> str:
+    """Text outside “…” quotations: quoting the lecture (原文) in its own words is allowed."""
+    return re.sub(r"“[^”]*”", "", text)
+
+
+def test_every_term_is_defined_once_with_its_english_name():
+    terms = [row[0] for heading, rows in TABLES.items() if heading != AVOID for row in rows]
+    assert len(terms) > 40
+    assert len(terms) == len(set(terms)), sorted(t for t in terms if terms.count(t) > 1)
+    for heading, rows in TABLES.items():
+        if heading != AVOID:
+            assert all(len(row) == 5 and row[1] for row in rows), heading
+
+
+def test_chapter_46_terms_are_in_the_glossary():
+    terms = {row[0] for rows in TABLES.values() for row in rows}
+    for term in ["点对点通信", "环形全归约", "批归一化", "层归一化", "损失归一化", "噪声地板", "调参速查表", "屋顶线模型"]:
+        assert term in terms
+
+
+@pytest.mark.parametrize("avoid, use", [tuple(row) for row in TABLES[AVOID]])
+def test_no_page_uses_a_wording_the_glossary_rules_out(avoid, use):
+    offenders = [page for page, text in _pages().items() if avoid in _unquoted(text)]
+    assert not offenders, f"{offenders} 用了“{avoid}”，术语表规定用“{use}”"
+
+
+def test_the_rule_catches_an_offender():
+    assert "微批量" in _unquoted("把微批量调大")
+    assert "微批量" not in _unquoted("原文说“把微批量调大”")
