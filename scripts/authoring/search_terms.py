@@ -1,0 +1,53 @@
+"""Write book/_search_terms.txt, jieba's user dictionary for the book's search, from the glossary.
+
+Sphinx's search page splits a query only at spaces and punctuation, while the index holds the words
+jieba cut the pages into; a term jieba does not know (屋顶线, 梯度累积) is cut into pieces in the index
+and then never matches the whole term a reader types. Every Chinese term of book/glossary.md (first
+column, the part before any parenthesis) goes into the dictionary, so the glossary stays the one
+list of the book's terms. usage: .venv/bin/python scripts/authoring/search_terms.py [--check]
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GLOSSARY = ROOT / "book" / "glossary.md"
+OUT = ROOT / "book" / "_search_terms.txt"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+# High enough that jieba keeps each term whole instead of preferring its own split.
+FREQUENCY = 1000
+
+
+def glossary_terms(text: str) -> list[str]:
+    """Chinese terms in the first column of the glossary's tables (the '不用的说法' table excluded)."""
+    terms, skip = [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            skip = "不用" in line
+        elif line.startswith("|") and not skip and not re.match(r"^\|[-| ]+\|$", line):
+            first = line.strip().strip("|").split("|")[0].strip()
+            term = re.split(r"[（(]", first)[0].strip()
+            if CJK.search(term) and " " not in term and term != "中文":
+                terms.append(term)
+    return list(dict.fromkeys(terms))
+
+
+def dictionary() -> str:
+    return "".join(f"{term} {FREQUENCY} n\n" for term in glossary_terms(GLOSSARY.read_text(encoding="utf-8")))
+
+
+def main(argv: list[str]) -> int:
+    if "--check" in argv:
+        if OUT.read_text(encoding="utf-8") != dictionary():
+            print(f"{OUT.relative_to(ROOT)} 与术语表不一致：运行 scripts/authoring/search_terms.py", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(dictionary(), encoding="utf-8")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
