@@ -15,13 +15,16 @@ way. :data:`LAYERS` lists every module by layer; ``tests/test_layers.py`` reads 
   ``fit`` (the least-squares line both a criterion and a fit use).
   ``roofline`` (a matmul's FLOPs, bytes and intensity, ridge point, device peaks as sourced ranges).
   ``tune`` (every runnable micro-batch size with its bubble, memory and modelled tokens/s; the
-  recommendation, or the change that makes one fit; a roofline rate curve).
+  recommendation, or the change that makes one fit; a roofline rate curve). ``comm`` (point-to-point
+  messages and ring all-reduce bytes of one step), ``effects`` (everything one batch configuration sets,
+  side by side, for 4.6).
 * **measurement** — torch on the reader's NPU, GPU or CPU. ``device`` (choosing and timing a device),
   ``device_memory`` (reading its memory), ``memory_meter`` (saved activations, step peaks, the growth
   procedure on a device), ``model`` (the GPT), ``data`` (a seeded Markov corpus),
   ``noise`` (per-sample gradients, noise scale), ``optim`` (LAMB), ``train`` (the training loop),
   ``pipeline_run`` (the GPT cut into stages, run as a pipeline in one process or one process per stage),
-  ``matmul_bench`` (matmul seconds and TFLOP/s per M, the device's measured roofs).
+  ``matmul_bench`` (matmul seconds and TFLOP/s per M, the device's measured roofs), ``accumulation``
+  (when k micro-batches give one batch's gradient, and the three things that break it).
 * **presentation** — ``ui`` (figures, widgets, exercises and tables, one module per topic) and ``cli``
   (``python -m batchlab``).
 
