@@ -27,7 +27,7 @@ def test_row_length_error_names_the_rule_in_chinese():
 def test_html_has_the_same_cells_aligned_by_column_type():
     table = text_table(["批大小", "结论"], [[8, "<是>"], [512, "否"]])
     page = table._repr_html_()
-    assert page.startswith(f'<table class="{HTML_CLASS}">') and page.endswith("</table>")
+    assert page.startswith(f'<table class="{HTML_CLASS}"') and page.endswith("</table>")
     headers = re.findall(r"<th style=\"([^\"]*)\">([^<]*)</th>", page)
     assert [h for _, h in headers] == ["批大小", "结论"]
     cells = re.findall(r"<td style=\"([^\"]*)\">([^<]*)</td>", page)

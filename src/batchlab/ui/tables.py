@@ -18,9 +18,10 @@ from typing import Any, Sequence
 __all__ = ["HTML_CLASS", "Table", "display_width", "text_table"]
 
 HTML_CLASS = "batchlab-table"   # the <table>'s class, for anyone styling result tables
-# Inline, so the alignment holds in JupyterLab and in the book without a stylesheet; tabular figures
+# Inline, so the layout holds in JupyterLab and in the book without a stylesheet; tabular figures
 # make the digits of a right-aligned column line up in a proportional font.
 _ALIGN = {True: "text-align: right; font-variant-numeric: tabular-nums", False: "text-align: left"}
+_TAG_STYLE = {"th": "padding: 0.2em 0.8em; border-bottom: 1px solid", "td": "padding: 0.1em 0.8em"}
 
 
 def display_width(text: str) -> int:
@@ -60,10 +61,10 @@ class Table:
     def html(self) -> str:
         """The same cells as an HTML ``<table>``, escaped; deterministic, because nbval compares it."""
         def row(tag: str, values: Sequence[str]) -> str:
-            return "<tr>" + "".join(f'<{tag} style="{_ALIGN[self.numeric[j]]}">{html.escape(v)}</{tag}>'
-                                    for j, v in enumerate(values)) + "</tr>"
+            return "<tr>" + "".join(f'<{tag} style="{_ALIGN[self.numeric[j]]}; {_TAG_STYLE[tag]}">'
+                                    f"{html.escape(v)}</{tag}>" for j, v in enumerate(values)) + "</tr>"
 
-        return "\n".join([f'<table class="{HTML_CLASS}">', "<thead>", row("th", self.headers), "</thead>",
+        return "\n".join([f'<table class="{HTML_CLASS}" style="border-collapse: collapse">', "<thead>", row("th", self.headers), "</thead>",
                           "<tbody>", *(row("td", r) for r in self.cells), "</tbody>", "</table>"])
 
     def __str__(self) -> str:
