@@ -142,3 +142,50 @@ def test_widget_state_saved(path):
                    f"metadata.widgets[{WIDGET_STATE!r}]")
     missing = [(i, mid) for i, mid in views if mid not in state]
     assert not missing, f"{path.name}: widget views without saved state (cell, model_id): {missing}"
+
+
+# --------------------------------------------------------------------------- figures and tables
+# myst-nb wraps a code cell's display outputs in a <figure> with this caption (cell metadata
+# "mystnb": {"figure": {"caption": "...", "name": "fig-..."}}). It wraps *every* display output of
+# the cell, so a captioned cell must show its figure and nothing else (no table, no widget).
+IMAGE = "image/png"
+DISPLAY_OUTPUTS = ("display_data", "execute_result")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+PRINTED_TABLE = re.compile(r"\bprint\(\s*text_table\(")
+
+
+def _figure_options(cell) -> dict:
+    return (cell.get("metadata", {}).get("mystnb") or {}).get("figure") or {}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NB_IDS)
+def test_figures_have_chinese_captions(path):
+    bad = []
+    for i, c in _code_cells(_read(path)):
+        shown = [o for o in c.get("outputs", []) if o.get("output_type") in DISPLAY_OUTPUTS]
+        figure = _figure_options(c)
+        if not any(IMAGE in o.get("data", {}) for o in shown):
+            if figure:
+                bad.append((i, "caption metadata on a cell without a figure"))
+            continue
+        if not CJK.search(str(figure.get("caption", ""))):
+            bad.append((i, 'figure without a Chinese caption (metadata "mystnb": {"figure": {"caption": ...}})'))
+        if not str(figure.get("name", "")).startswith("fig-"):
+            bad.append((i, 'figure without a name "fig-..." to refer to it by'))
+        if len(shown) != 1:
+            bad.append((i, f"{len(shown)} display outputs: the caption would wrap all of them; "
+                           "give the figure a cell of its own"))
+    assert not bad, f"{path.name}: " + "\n".join(map(str, bad))
+
+
+def test_figure_names_are_unique_across_the_book():
+    names = [_figure_options(c).get("name") for p in NOTEBOOKS for _, c in _code_cells(_read(p))]
+    names = [n for n in names if n]
+    assert len(names) == len(set(names)), f"figure names used twice: {sorted({n for n in names if names.count(n) > 1})}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=NB_IDS)
+def test_tables_are_displayed_not_printed(path):
+    """print() turns a table into monospaced text; display() gives the book its HTML <table>."""
+    printed = [i for i, c in _code_cells(_read(path)) if PRINTED_TABLE.search(c.source)]
+    assert not printed, f"{path.name}: cells {printed} print(text_table(...)); use display(text_table(...))"
