@@ -211,3 +211,32 @@ def test_checklist_command_exits_zero(arguments):
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+
+
+# ── figures ──────────────────────────────────────────────────────────────────────────────────────
+def test_figures_draw_what_they_are_given():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from batchlab.effects import EFFECTS
+    from batchlab.ui.misconceptions import plot_early_late, plot_lr_sweep, plot_what_moves
+
+    ratios = {"a": {k: 1.0 for k in EFFECTS}, "b": {k: 2.0 for k in EFFECTS}}
+    fig = plot_what_moves(ratios)
+    assert len(fig.axes) == len(EFFECTS) and all(len(ax.containers[0]) == 2 for ax in fig.axes)
+    with pytest.raises(ValueError):
+        plot_what_moves({})
+    fig = plot_lr_sweep({8: {1.0: 2.0, 10.0: 1.5, 100.0: 9.0}})
+    ax = fig.axes[0]
+    assert max(ax.get_ylim()) < 9.0                        # the diverged run is clipped, and labelled
+    assert any(t.get_text() == "9.0" for t in ax.texts)
+    data = make_corpus(num_sequences=64, seq_len=8, seed=0)
+    h = train(GPT(PICO), data, batch_size=8, steps=4, lr=1e-3, eval_data=data, eval_every=1, batch_increase=(3, 2))
+    assert h.eval_samples == [0, 8, 16, 32, 48]
+    fig = plot_early_late([h], ["run"], split=16)
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="标签"):
+        plot_early_late([h], [], split=16)
+    plt.close("all")

@@ -49,6 +49,7 @@ def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floo
     """Eval loss against samples seen: the whole run (log axis) and, on its own scale, the part after
     ``split`` samples, where small differences in the final loss are visible."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     if len(histories) != len(labels):
         raise ValueError(f"{len(histories)} 次运行却有 {len(labels)} 个标签：每次运行一个标签")
@@ -59,6 +60,7 @@ def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floo
         tail = [(n, loss) for n, loss in points if n >= split]
         late.plot(*zip(*tail), marker=".", label=label)
     whole.set_xscale("log")
+    whole.xaxis.set_minor_formatter(NullFormatter())  # minor labels on a log axis overlap
     whole.axvline(split, color="0.5", ls="--", lw=1)
     if floor is not None:
         whole.axhline(floor, color="k", ls=":", lw=1)
@@ -72,9 +74,11 @@ def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floo
     return fig
 
 
-def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float | None = None) -> "Figure":
+def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float | None = None,
+                  clip: float = 2.5) -> "Figure":
     """Final eval loss against learning rate (log axis), one line per batch size; a star on each line's
-    best rate."""
+    best rate. Losses above ``clip`` × the best loss (diverged runs) are drawn at that height as ▲ with
+    their value, so they do not flatten the interesting part."""
     import matplotlib.pyplot as plt
 
     from .style import PALETTE
@@ -82,10 +86,15 @@ def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float 
     if not final_loss:
         raise ValueError("final_loss 为空：至少给出一个批大小的扫描结果")
     fig, ax = plt.subplots(figsize=(6, 3.6))
+    ceiling = clip * min(v for losses in final_loss.values() for v in losses.values())
     for i, (batch, losses) in enumerate(sorted(final_loss.items())):
         rates = sorted(losses)
         colour = PALETTE[i % len(PALETTE)]
-        ax.plot(rates, [losses[r] for r in rates], marker="o", color=colour, label=f"B = {batch}")
+        ax.plot(rates, [min(losses[r], ceiling) for r in rates], marker="o", color=colour, label=f"B = {batch}")
+        for r in rates:
+            if losses[r] > ceiling:
+                ax.plot([r], [ceiling], marker="^", ms=9, color=colour)
+                ax.annotate(f"{losses[r]:.1f}", (r, ceiling), xytext=(6, -4), textcoords="offset points", fontsize=8)
         best = min(rates, key=losses.get)
         ax.plot([best], [losses[best]], marker="*", ms=14, color=colour, mec="k")
     if floor is not None:
