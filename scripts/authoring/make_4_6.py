@@ -1,7 +1,11 @@
 """Write book/4.6-misconceptions.ipynb from the cells below (unexecuted; run scripts/execute-notebooks.sh).
 
 Kept so the chapter's source can be reviewed as one Python file; the committed notebook is the
-executed result. usage: .venv/bin/python scripts/authoring/make_4_6.py
+executed result. usage (then add the Colab cell and execute):
+
+    .venv/bin/python scripts/authoring/make_4_6.py
+    .venv/bin/python scripts/authoring/colab_cell.py --apply book/4.6-misconceptions.ipynb
+    bash scripts/execute-notebooks.sh book/4.6-misconceptions.ipynb
 """
 from pathlib import Path
 
@@ -259,7 +263,7 @@ for name, ok in helps.items():
   这就是原文“小批次初期可能更快”的可测量的部分——它来自**每个样本的利用率**（{cite:t}`mccandlish2018empirical` 的
   $B \ll B_\text{noise}$ 区间），不需要“探索”来解释。
 - **后期**，恒定学习率的 $B=8$ 停在熵率上方一小段、来回抖动：这是梯度噪声留下的“噪声地板”。两种补救都把噪声降下来，
-  最终损失更低；增大批大小的做法还少用了三成多的参数更新（见表中“更新次数”），这正是 Smith et al. 的论点。
+  最终损失更低；增大批大小的做法还少用了三成多的参数更新（见表中“更新次数”），这正是 {cite:t}`smith2018dont` 的论点。
 - $B=64$ 在同样的学习率下到最后都落后：它每步的梯度更准，却用了同样小的步长——学习率没有随批大小调整，这是误区四的内容。
 
 **这里检验不了的**：原文说小批次的噪声“有助于探索”。`BigramLM` 的损失是凸的，只有一个最优解，没有什么可“探索”的；
@@ -323,7 +327,7 @@ print(f"“预热有帮助”（每个种子）：{VERDICT[holds_in_every_seed([
 4.2 节里“大批次追不上”的一部分原因是学习率，而不只是批次本身。
 
 预热在这里帮助不大、甚至取决于种子：`BigramLM` 从全零出发、损失是凸的，一开始就用大学习率也不会发散。
-预热要解决的是深层网络在训练最初几步里梯度剧烈变化、大学习率会把参数推离的问题（Goyal et al. 在 ResNet-50 上观察到的）；
+预热要解决的是深层网络在训练最初几步里梯度剧烈变化、大学习率会把参数推离的问题（{cite:t}`goyal2017accurate` 在 ResNet-50 上观察到的）；
 这个小实验缺少这种机制，所以不能用来否定预热，只能说明预热的作用取决于模型。
 
 还有两点需要记住：线性法则是对 SGD 说的；对 Adam 类优化器，{cite:t}`malladi2022sdes` 的分析给出的是平方根缩放
@@ -353,7 +357,7 @@ print(f"“预热有帮助”（每个种子）：{VERDICT[holds_in_every_seed([
 - **误区一**：改微批次动的是显存、气泡和通信，收敛步数不变；改全局批大小在 1F1B 下显存不变，动的是收敛、气泡和通信。“只影响显存”两头都不成立。
 - **误区二**：梯度累积与一次处理整批给出同一次更新（float32 舍入以内），也穿过流水线成立；前提是样本之间没有交互（不用 BatchNorm）、
   损失按全局批次的 token 总数归一化；Dropout 只让两者成为同一随机梯度的不同抽样。
-- **误区三**：按样本计，小批次前期更快；恒定学习率下它在后期停在噪声地板上，增大批大小或衰减学习率都能再降一截（Smith et al. 2018）。
+- **误区三**：按样本计，小批次前期更快；恒定学习率下它在后期停在噪声地板上，增大批大小或衰减学习率都能再降一截 {cite}`smith2018dont`。
   “噪声有助于探索”在凸的小模型上无从检验。
 - **误区四**：SGD 的最优学习率随批大小近乎线性地移动；不调学习率的大批次在相同样本预算下明显落后。预热的作用取决于模型。
 - 速查表把全书串成一个顺序：批次算术 → 显存 → 效率 → 气泡 → 综合权衡 → 通信 → 学习率。
