@@ -12,6 +12,11 @@ import re
 
 import pytest
 
+# Submissions that tests/test_grade.py grades, some broken on purpose (an error cell, an endless loop,
+# a truncated file): not chapters for `pytest --nbval` to run. (Here, not in a conftest.py of their own:
+# a second module named conftest would shadow this one for `from conftest import …`.)
+collect_ignore_glob = ["tests/fixtures/grading/*"]
+
 ROUND_MARK = "ROUND2"
 SLOW_FILES = {"test_html.py", "test_device.py"}  # the book build + browser; a child pytest process
 

@@ -124,7 +124,7 @@ def test_json_report_of_a_class_that_handed_in_no_notebook(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """The fixtures handed in as a class folder (without this folder's conftest.py), graded once, with
+    """The fixtures handed in as a class folder, graded once, with
     the CSV written into the same folder."""
     class_dir = tmp_path_factory.mktemp("submissions")
     for notebook in FIXTURES.glob("*.ipynb"):

@@ -221,7 +221,10 @@ def test_figures_draw_what_they_are_given():
     import matplotlib.pyplot as plt
 
     from batchlab.effects import EFFECTS
+    from batchlab.ui import style
     from batchlab.ui.misconceptions import plot_early_late, plot_lr_sweep, plot_what_moves
+
+    style.setup()  # the CJK font, as in the chapter (no missing-glyph warnings)
 
     ratios = {"a": {k: 1.0 for k in EFFECTS}, "b": {k: 2.0 for k in EFFECTS}}
     fig = plot_what_moves(ratios)

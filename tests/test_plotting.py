@@ -35,7 +35,8 @@ def test_training_curves_plot_steps_and_samples():
     from batchlab.train import History
 
     style.setup()
-    runs = [History(eval_step=[0, 2, 4], eval_loss=[4.0, 3.0, 2.0], config={"batch_size": b}) for b in (8, 32)]
+    runs = [History(samples_seen=[b, 2 * b, 3 * b, 4 * b], eval_step=[0, 2, 4], eval_loss=[4.0, 3.0, 2.0],
+                    config={"batch_size": b}) for b in (8, 32)]
     fig = convergence.plot_training_curves(runs, ["B=8", "B=32"], floor=1.5)
     left, right = fig.axes
     assert list(right.lines[1].get_xdata()) == [64, 128]  # samples = steps × B; step 0 left out
