@@ -126,8 +126,8 @@ jobs = {"基线": (c.global_batch, c.micro_batch_size), "微批次 ×2": (c.glob
         "全局批次 ×2": (2 * c.global_batch, c.micro_batch_size)}
 effects = {name: {**batch_effects(c.config, c.seq_len, g, b, c.pipeline_stages, c.data_parallel, curve),
                   "steps_to_target": steps_needed[name]} for name, (g, b) in jobs.items()}
-text_table(["配置", "全局批大小", "微批次大小", *EFFECTS.values()],
-           [[name, *jobs[name], *[effects[name][k] for k in EFFECTS]] for name in jobs], digits=3)
+text_table(["量", *[f"{name}（全局 {g}，微批次 {b}）" for name, (g, b) in jobs.items()]],
+           [[label, *[effects[name][key] for name in jobs]] for key, label in EFFECTS.items()], digits=3)
 """),
     code(r"""
 from batchlab.ui.misconceptions import plot_what_moves
