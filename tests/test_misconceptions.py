@@ -243,3 +243,43 @@ def test_figures_draw_what_they_are_given():
     with pytest.raises(ValueError, match="标签"):
         plot_early_late([h], [], split=16)
     plt.close("all")
+
+
+# ── misconceptions three and four: the chapter's experiments, one seed, their verdicts ──────────
+@pytest.fixture(scope="module")
+def corpus():
+    return (make_corpus(num_sequences=4096, seq_len=16, seed=0),
+            make_corpus(num_sequences=256, seq_len=16, seed=0, sample_seed=1000))
+
+
+def bigram_sgd(corpus, **kwargs):
+    from batchlab.model import BigramLM
+
+    data, held_out = corpus
+    return train(BigramLM(data.source.vocab_size), data, optimizer="sgd", eval_data=held_out, **kwargs)
+
+
+def test_small_batches_lead_early_and_need_a_remedy_late(corpus):
+    from batchlab.verdicts import beats, lowest_at_budgets
+
+    small = bigram_sgd(corpus, batch_size=8, steps=512, lr=30.0, eval_every=16)
+    large = bigram_sgd(corpus, batch_size=64, steps=64, lr=30.0, eval_every=2)
+    decayed = bigram_sgd(corpus, batch_size=8, steps=512, lr=30.0, eval_every=16, decay="cosine")
+    grown = bigram_sgd(corpus, batch_size=8, steps=320, lr=30.0, eval_every=16, batch_increase=(257, 4))
+    curves = {8: (small.eval_samples, small.eval_loss), 64: (large.eval_samples, large.eval_loss)}
+    assert lowest_at_budgets(curves, [256, 512])
+    assert beats(decayed.final_eval_loss, [small.final_eval_loss])
+    assert beats(grown.final_eval_loss, [small.final_eval_loss])
+    assert grown.samples_seen[-1] == small.samples_seen[-1] == 4096 and len(grown.step) < len(small.step)
+
+
+def test_best_sgd_rate_moves_with_the_batch(corpus):
+    from batchlab.verdicts import best_rate_grows
+
+    grid = [30.0 * math.sqrt(8) ** k for k in range(-1, 3)]
+    best = {}
+    for batch in (8, 64):
+        final = {lr: bigram_sgd(corpus, batch_size=batch, steps=1024 // batch, lr=lr).final_eval_loss for lr in grid}
+        best[batch] = min(final, key=final.get)
+    assert best_rate_grows(best)
+    assert best[64] / best[8] == pytest.approx(8)
