@@ -63,12 +63,6 @@ KNOWN_NOISE: list[tuple[re.Pattern, str]] = [
      "pydata-sphinx-theme on a first visit (empty localStorage, no default mode in the page): it logs "
      "this and uses the auto theme, the default anyway. sphinx-book-theme rejects the `default_mode` "
      "option that would set one (tried: 'unsupported theme option', and -W fails the build)."),
-    (re.compile(r"^Uncaught \(in promise\) TypeError: Cannot read properties of undefined "
-                r"\(reading 'Queue'\)$|^Cannot read properties of undefined \(reading 'Queue'\)$"),
-     "ipywidgets' typeset() calls the MathJax 2 API (MathJax.Hub.Queue) after it has set the "
-     "label's text (jupyter-widgets/ipywidgets#3829); with MathJax 3 only the LaTeX typesetting of "
-     "widget descriptions is lost. check_page() still requires every control to render, and reports "
-     "LaTeX left as source in a widget's labels (`raw_latex`)."),
 ]
 # The widget manager's bundled CSS declares Font Awesome 5 faces relative to where require.js
 # believes embed-amd.js lives (<page dir>/@jupyter-widgets/html-manager/dist/); they are not
@@ -232,7 +226,8 @@ async ([viewType, stateType, timeoutMs]) => {
         images: a ? [...a.querySelectorAll('img')].filter(i => i.complete && i.naturalWidth > 0).length : 0,
         text: a ? [...a.querySelectorAll('.widget-output, .widget-html, .widget-label, .widget-htmlmath')]
                    .some(e => e.innerText.trim() !== '') : false,
-        // LaTeX left as source in labels, HTML and buttons (see the 'Queue' entry of KNOWN_NOISE)
+        // LaTeX left as source in labels, HTML and buttons (ipywidgets typesets them through
+        // MathJax.Hub.Queue, which book/_js/mathjax2-hub.js forwards to MathJax 3)
         raw_latex: a ? [...a.querySelectorAll('.widget-label, .widget-html, .widget-htmlmath, button')]
                    .map(e => e.innerText).filter(t => /\$[^$\n]+\$|\\\(|\\\[/.test(t)) : [],
       };
