@@ -3,29 +3,17 @@ term is defined once, and no page of the book uses a wording the glossary rules 
 from __future__ import annotations
 
 import re
+import sys
 
 import nbformat
 import pytest
 
 from booktoc import ROOT, toc_entries  # tests/booktoc.py
 
-GLOSSARY = ROOT / "book" / "glossary.md"
+sys.path.insert(0, str(ROOT / "scripts" / "authoring"))
+from search_terms import AVOID, GLOSSARY, glossary_tables  # noqa: E402  (scripts/authoring/search_terms.py)
 
-
-def _tables(text: str) -> dict[str, list[list[str]]]:
-    """Markdown tables under each '## ' heading: {heading: rows (header and separator dropped)}."""
-    tables: dict[str, list[list[str]]] = {}
-    heading = ""
-    for line in text.splitlines():
-        if line.startswith("## "):
-            heading = line[3:].strip()
-        elif line.startswith("|") and not re.match(r"^\|[-| ]+\|$", line):
-            tables.setdefault(heading, []).append([cell.strip() for cell in line.strip().strip("|").split("|")])
-    return {h: rows[1:] for h, rows in tables.items()}  # drop each table's header row
-
-
-TABLES = _tables(GLOSSARY.read_text(encoding="utf-8"))
-AVOID = "不用的说法"
+TABLES = glossary_tables(GLOSSARY.read_text(encoding="utf-8"))
 
 
 def _pages() -> dict[str, str]:

@@ -20,18 +20,29 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 FREQUENCY = 1000
 
 
-def glossary_terms(text: str) -> list[str]:
-    """Chinese terms in the first column of the glossary's tables (the '不用的说法' table excluded)."""
-    terms, skip = [], False
+AVOID = "不用的说法"
+"""The glossary section listing wordings the book does not use: not terms, so not in the dictionary."""
+
+
+def glossary_tables(text: str) -> dict[str, list[list[str]]]:
+    """The glossary's Markdown tables by their '## ' heading: {heading: rows of cells}, each table's header
+    row and separator dropped. The one reader of the glossary's layout (tests/test_glossary.py uses it too)."""
+    tables: dict[str, list[list[str]]] = {}
+    heading = ""
     for line in text.splitlines():
         if line.startswith("## "):
-            skip = "不用" in line
-        elif line.startswith("|") and not skip and not re.match(r"^\|[-| ]+\|$", line):
-            first = line.strip().strip("|").split("|")[0].strip()
-            term = re.split(r"[（(]", first)[0].strip()
-            if CJK.search(term) and " " not in term and term != "中文":
-                terms.append(term)
-    return list(dict.fromkeys(terms))
+            heading = line[3:].strip()
+        elif line.startswith("|") and not re.match(r"^\|[-| ]+\|$", line):
+            tables.setdefault(heading, []).append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return {h: rows[1:] for h, rows in tables.items()}
+
+
+def glossary_terms(text: str) -> list[str]:
+    """Chinese terms in the first column of the glossary's tables (the part before any parenthesis;
+    the '不用的说法' table excluded)."""
+    terms = [re.split(r"[（(]", row[0])[0].strip()
+             for heading, rows in glossary_tables(text).items() if heading != AVOID for row in rows]
+    return list(dict.fromkeys(t for t in terms if CJK.search(t) and " " not in t))
 
 
 def dictionary() -> str:
