@@ -131,13 +131,13 @@ text_table(["量", *[f"{name}（全局 {g}，微批次 {b}）" for name, (g, b) 
 """),
     code(r"""
 from batchlab.ui.misconceptions import plot_what_moves
-from batchlab.verdicts import only_memory_moves
+from batchlab.verdicts import only_memory_moves, unchanged
 
 ratios = {name: effect_ratios(effects[name], effects["基线"]) for name in ("微批次 ×2", "全局批次 ×2")}
 fig = plot_what_moves(ratios)
 plt.show()
 for name, r in ratios.items():
-    moved = [EFFECTS[k] for k, v in r.items() if k != MEMORY_EFFECT and abs(v - 1) > 0.05]
+    moved = [EFFECTS[k] for k, v in r.items() if k != MEMORY_EFFECT and not unchanged(v)]
     print(f"{name}：“只影响显存”{VERDICT[only_memory_moves(r, MEMORY_EFFECT)]}；显存以外变化超过 5% 的：{'、'.join(moved) or '无'}")
 """, caption="同一个作业的两种批次改变各自移动了什么（改变后 / 改变前，对数纵轴）。灰带是 ±5%：落在灰带内算“不变”。"
              "显存、效率、气泡和通信由前几章的模型对原文案例算出，步数在 BigramLM 上实测。", name="fig-4-6-what-moves"),

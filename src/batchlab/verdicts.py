@@ -13,7 +13,7 @@ from .fit import least_squares_line
 
 __all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
            "samples_to_target", "holds_in_every_seed", "unchanged", "only_memory_moves", "same_update",
-           "best_rate_grows"]
+           "best_rate_grows", "UNCHANGED_TOLERANCE"]
 
 VERDICT: dict[bool, str] = {True: "成立", False: "不成立"}
 
@@ -85,13 +85,17 @@ def straight_line_residual(xs: Sequence[float], ys: Sequence[float]) -> float:
     return max(abs(y - (intercept + slope * x)) for x, y in zip(xs, ys)) / scale
 
 
-def unchanged(ratio: float, tolerance: float = 0.05) -> bool:
+UNCHANGED_TOLERANCE = 0.05
+"""How far (±, as a fraction) a quantity may move and still count as unchanged (4.6, 误区一)."""
+
+
+def unchanged(ratio: float, tolerance: float = UNCHANGED_TOLERANCE) -> bool:
     """A quantity that moved by the factor ``ratio`` (new / old) stayed within ±``tolerance`` of itself."""
     nonnegative("tolerance", tolerance)
     return abs(positive("ratio", ratio) - 1.0) <= tolerance
 
 
-def only_memory_moves(ratios: Mapping[str, float], memory: str, tolerance: float = 0.05) -> bool:
+def only_memory_moves(ratios: Mapping[str, float], memory: str, tolerance: float = UNCHANGED_TOLERANCE) -> bool:
     """The claim "batch size only affects memory" (原文 4.6, 误区一) for one change of batch: every quantity
     in ``ratios`` (new / old) other than the ``memory`` one stayed within ±``tolerance``."""
     if memory not in ratios:

@@ -5,6 +5,7 @@ import math
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..effects import EFFECTS
+from ..verdicts import UNCHANGED_TOLERANCE
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
 __all__ = ["plot_what_moves", "plot_early_late", "plot_lr_sweep"]
 
 
-def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float = 0.05) -> "Figure":
+def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float = UNCHANGED_TOLERANCE) -> "Figure":
     """One panel per quantity of :data:`batchlab.effects.EFFECTS`, one bar per change (new / old, log
     axis), the grey band the ±``tolerance`` inside which a quantity counts as unchanged."""
     import matplotlib.pyplot as plt

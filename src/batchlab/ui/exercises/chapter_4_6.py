@@ -8,6 +8,7 @@ from ...effects import EFFECTS, MEMORY_EFFECT, batch_effects, effect_ratios
 from ...roofline import DEVICE_PRESETS
 from ...scaling import scale_lr
 from ...tune import roofline_curve
+from ...verdicts import unchanged
 from .base import Exercise
 
 __all__ = ["EXERCISES", "UNCHANGED_CHOICES"]
@@ -29,7 +30,7 @@ def _unchanged_by_micro_batch() -> str:
     effects = [batch_effects(c.config, c.seq_len, c.global_batch, c.micro_batch_size, c.pipeline_stages,
                              c.data_parallel, curve) for c in (CASE_STUDY, CASE_STUDY_TUNED)]
     ratios = effect_ratios(effects[1], effects[0])
-    same = [letter for letter, key in UNCHANGED_CHOICES.items() if abs(ratios[key] - 1) < 1e-9]
+    same = [letter for letter, key in UNCHANGED_CHOICES.items() if unchanged(ratios[key], tolerance=1e-9)]
     if len(same) != 1:
         raise AssertionError(f"练习 4.6-3 的选项应恰有一个不变，实际不变的是 {same}")
     return same[0]
