@@ -87,6 +87,14 @@ def test_pipeline_gradient_equals_the_whole_batch():
     assert same_update(relative_gap(result["grads"], batch_gradients(model, inputs, targets)))
 
 
+def test_batchnorm_model_depends_only_on_its_seed():
+    first = BatchNormLM(PICO.vocab_size, seed=3)
+    torch.manual_seed(12345)  # a different global random state must not matter
+    second = BatchNormLM(PICO.vocab_size, seed=3)
+    assert all(torch.equal(p, q) for p, q in zip(first.parameters(), second.parameters()))
+    assert not torch.equal(first.wte.weight, BatchNormLM(PICO.vocab_size, seed=4).wte.weight)
+
+
 def test_batchnorm_breaks_the_equality_and_one_microbatch_restores_it(batch):
     model = BatchNormLM(PICO.vocab_size)
     whole_batch = batch_gradients(model, *batch)

@@ -39,9 +39,10 @@ class BatchNormLM(nn.Module):
         self.wte = nn.Embedding(vocab_size, d_model)
         self.norm = nn.BatchNorm1d(d_model)
         self.head = nn.Linear(d_model, vocab_size)
-        with torch.no_grad():
+        with torch.no_grad():  # every parameter from this generator: nothing depends on torch's global one
             for p in (self.wte.weight, self.head.weight):
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+            self.head.bias.zero_()
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         x = self.wte(idx)                                       # [B, S, d]
