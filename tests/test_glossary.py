@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 import sys
 
-import nbformat
 import pytest
 
-from booktoc import ROOT, toc_entries  # tests/booktoc.py
+from booktoc import ROOT, toc_markdown  # tests/booktoc.py
 
 sys.path.insert(0, str(ROOT / "scripts" / "authoring"))
 from search_terms import AVOID, GLOSSARY, glossary_tables  # noqa: E402  (scripts/authoring/search_terms.py)
@@ -17,18 +16,9 @@ TABLES = glossary_tables(GLOSSARY.read_text(encoding="utf-8"))
 
 
 def _pages() -> dict[str, str]:
-    """Every toc page's prose (markdown cells of notebooks, whole .md files) except the glossary."""
-    pages = {}
-    for entry in toc_entries():
-        path = next(p for p in (ROOT / entry, ROOT / f"{entry}.ipynb", ROOT / f"{entry}.md") if p.is_file())
-        if path == GLOSSARY:
-            continue
-        if path.suffix == ".ipynb":
-            nb = nbformat.read(path, as_version=4)
-            pages[entry] = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-        else:
-            pages[entry] = path.read_text(encoding="utf-8")
-    return pages
+    """Every toc page's prose except the glossary's own."""
+    glossary = str(GLOSSARY.relative_to(ROOT).with_suffix(""))
+    return {entry: text for entry, text in toc_markdown().items() if entry != glossary}
 
 
 def _unquoted(text: str) -> str:

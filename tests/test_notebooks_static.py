@@ -16,19 +16,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from booktoc import ROOT, WIDGET_STATE, WIDGET_VIEW, toc_entries  # tests/booktoc.py
+from booktoc import ROOT, WIDGET_STATE, WIDGET_VIEW, resolve_entry, toc_entries  # tests/booktoc.py
 
 FONT_WARNING = re.compile(r"Glyph|missing from (current )?font|findfont", re.IGNORECASE)
 SECTION_FROM_NAME = re.compile(r"^(\d+\.\d+)-")
-
-
-def resolve_entry(entry: str) -> list[Path]:
-    """The source file(s) a toc entry can refer to (Sphinx drops the suffix)."""
-    p = ROOT / entry
-    if p.suffix in (".ipynb", ".md"):
-        return [p] if p.is_file() else []
-    # not with_suffix(): "4.1-definition" has the "suffix" ".1-definition"
-    return [c for c in (Path(f"{p}.ipynb"), Path(f"{p}.md")) if c.is_file()]
 
 
 def toc_notebooks() -> list[Path]:

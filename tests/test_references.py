@@ -8,10 +8,9 @@ references page, which lists cited entries only.
 from __future__ import annotations
 
 import re
-import nbformat
 from pybtex.database import parse_file
 
-from booktoc import ROOT, toc_entries  # tests/booktoc.py
+from booktoc import ROOT, toc_entries, toc_markdown  # tests/booktoc.py
 
 BIB = ROOT / "references.bib"
 REFERENCES_PAGE = "book/references"
@@ -23,21 +22,6 @@ CITE_ROLE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
 def cited_keys(markdown: str) -> list[str]:
     """Keys cited in MyST markdown, in order, with repeats."""
     return [key.strip() for keys in CITE_ROLE.findall(markdown) for key in keys.split(",") if key.strip()]
-
-
-def toc_markdown() -> dict[str, str]:
-    """The markdown of every page the toc lists: .md files whole, notebooks' markdown cells joined."""
-    pages = {}
-    for entry in toc_entries():
-        for path in (ROOT / f"{entry}.ipynb", ROOT / f"{entry}.md", ROOT / entry):
-            if path.is_file() and path.suffix == ".ipynb":
-                nb = nbformat.read(path, as_version=4)
-                pages[entry] = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-                break
-            if path.is_file() and path.suffix == ".md":
-                pages[entry] = path.read_text(encoding="utf-8")
-                break
-    return pages
 
 
 def bib_keys() -> set[str]:
