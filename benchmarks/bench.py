@@ -28,9 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from booktoc import toc_entries  # noqa: E402  (the one _toc.yml reader, shared with the tests)
+from booktools import ROOT
+from booktools.toc import toc_entries  # the one _toc.yml reader, shared with the tests
 
 # Budgets on this 2-core machine (seconds, milliseconds, megabytes); each name is written once.
 BUDGETS = {
@@ -94,7 +93,7 @@ def bench_notebook(path: Path) -> dict:
 
 
 def bench_cli() -> float:
-    from batchlab.case import CASE_STUDY
+    from batchlab.lecture.case import CASE_STUDY
 
     cmd = [sys.executable, "-m", "batchlab", "plan", "--global-batch", str(CASE_STUDY.global_batch),
            "--micro-batch", str(CASE_STUDY.micro_batch_size), "--pipeline-stages", str(CASE_STUDY.pipeline_stages),
@@ -138,11 +137,12 @@ def bench_widgets() -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from batchlab.data import make_corpus
-    from batchlab.model import GPT, get_config
-    from batchlab.noise import gradient_cloud, minibatch_error, per_sample_grads
-    from batchlab.presets import PRESETS
-    from batchlab.throughput import RateCurve
+    from batchlab.measure.data import make_corpus
+    from batchlab.measure.model import GPT
+    from batchlab.formulas.presets import get_config
+    from batchlab.measure.noise import gradient_cloud, minibatch_error, per_sample_grads
+    from batchlab.formulas.presets import PRESETS
+    from batchlab.formulas.throughput import RateCurve
     from batchlab.ui import style
     from batchlab.ui.batch import BatchCalculator
     from batchlab.ui.memory import MemoryExplorer

@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from batchlab.audit import audit_case, implied_mfu, memory_can_drop, memory_grid, matching_settings, modelled_speedup
-from batchlab.case import CASE_STUDY, CASE_STUDY_TUNED
-from batchlab.throughput import RateCurve
+from batchlab.lecture.audit import audit_case, implied_mfu, memory_can_drop, memory_grid, matching_settings, modelled_speedup
+from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
+from batchlab.formulas.throughput import RateCurve
 
 FLAT = {"flat": RateCurve((1, 10**6), (1e14, 1e14), "flat")}
 PEAKS = (256e12, 376e12)

@@ -1,9 +1,9 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.batching import plan_batch
-from batchlab.case import CASE_STUDY, CASE_STUDY_TUNED
-from batchlab.pipeline_schedules import bubble_fraction
+from batchlab.formulas.batching import plan_batch
+from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
+from batchlab.formulas.pipeline_schedules import bubble_fraction
 
 pos = st.integers(min_value=1, max_value=64)
 

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from batchlab.case import CASE_STUDY
-from batchlab.cli import main
-from batchlab.model import PUBLISHED_PARAMS
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.apps.cli import main
+from batchlab.formulas.presets import PUBLISHED_PARAMS
 
 CASE = ["plan", "--model", CASE_STUDY.model, "--seq-len", str(CASE_STUDY.seq_len),
         "--global-batch", str(CASE_STUDY.global_batch), "--pipeline-stages", str(CASE_STUDY.pipeline_stages),
@@ -85,7 +85,7 @@ def test_seq_len_defaults_to_the_models_context(capsys):
 
 
 def test_plan_reports_memory_per_stage(capsys):
-    from batchlab.memory import MemorySettings, stage_memory
+    from batchlab.formulas.memory import MemorySettings, stage_memory
 
     out = run_json(CASE + ["--micro-batch", "2"], capsys)
     expect = stage_memory(CASE_STUDY.config, 4, 2, 1024, 16, "1f1b", MemorySettings(data_parallel=2))

@@ -3,14 +3,12 @@ term is defined once, and no page of the book uses a wording the glossary rules 
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 
-from booktoc import ROOT, toc_markdown  # tests/booktoc.py
-
-sys.path.insert(0, str(ROOT / "scripts" / "authoring"))
-from search_terms import AVOID, GLOSSARY, glossary_tables  # noqa: E402  (scripts/authoring/search_terms.py)
+from booktools import ROOT
+from booktools.search_terms import AVOID, GLOSSARY, glossary_tables
+from booktools.toc import toc_markdown
 
 TABLES = glossary_tables(GLOSSARY.read_text(encoding="utf-8"))
 
@@ -58,7 +56,7 @@ def test_search_dictionary_is_the_glossary():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "authoring" / "search_terms.py"), "--check"],
+    done = subprocess.run([sys.executable, "-m", "booktools.search_terms", "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     words = (ROOT / "book" / "_search_terms.txt").read_text(encoding="utf-8").split()

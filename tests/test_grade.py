@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from batchlab.cli import main
-from batchlab.grade import (OK, Grade, _status, asked_exercises, grade_notebook, grade_table, read_notebook,
+from batchlab.apps.cli import main
+from batchlab.apps.grade import (OK, Grade, _status, asked_exercises, grade_notebook, grade_table, read_notebook,
                             submissions)
 from batchlab.ui.exercises import check, expected, is_correct, results
 

@@ -1,5 +1,5 @@
 """Checks on the built HTML book: strict build, offline assets, Chinese UI and search,
-and every toc page in headless Chromium (Playwright, scripts/render_check.py) with the network
+and every toc page in headless Chromium (Playwright, booktools.render_check) with the network
 switched off: no console error, widgets, math, a CJK font, the search page; full-page screenshots
 go to _build/screenshots/ for inspection.
 
@@ -29,7 +29,8 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from booktoc import ROOT, WIDGET_STATE, WIDGET_VIEW, toc_entries  # tests/booktoc.py
+from booktools import ROOT, browser as chromium, render_check
+from booktools.toc import WIDGET_STATE, WIDGET_VIEW, toc_entries
 
 VENDOR = ROOT / "book" / "_vendor"
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -42,9 +43,6 @@ EMBED_AMD_JS = "_static/jupyter-widgets/embed-amd.js"
 MATHJAX_JS = "_static/mathjax/es5/tex-mml-chtml.js"
 MATHJAX_FONT = "_static/mathjax/es5/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"
 MATHJAX_EXT = "_static/mathjax/es5/input/tex/extensions/boldsymbol.js"
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import render_check  # noqa: E402  (scripts/render_check.py)
 
 
 # --------------------------------------------------------------------------- toc
@@ -339,7 +337,7 @@ def test_chinese_ui(built):
 
 
 # --------------------------------------------------------------------------- in the browser
-# Every toc page in headless Chromium (scripts/render_check.py: Playwright on Debian's Chromium,
+# Every toc page in headless Chromium (booktools.render_check: Playwright on Debian's Chromium,
 # every non-file:// request aborted and recorded). Screenshots land where CI and readers find them.
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 # (term a reader types, chapter it must find): each occurs in some pages only, so the result list
@@ -351,9 +349,9 @@ FONT_DIRS_WITHOUT_CJK = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/t
 
 @pytest.fixture(scope="module")
 def browser():
-    if render_check.find_chromium() is None:
-        pytest.fail(f"需要 Chromium（apt-get install chromium；默认位置 {render_check.DEFAULT_CHROMIUM}）")
-    with render_check.launch() as b:
+    if chromium.find_chromium() is None:
+        pytest.fail(f"需要 Chromium（apt-get install chromium；默认位置 {chromium.DEFAULT_CHROMIUM}）")
+    with chromium.launch() as b:
         yield b
 
 
@@ -460,7 +458,7 @@ def test_screenshots_written(rendered):
             assert img.format == "PNG", f"{png} 不是 PNG"
             width, height = img.size
             lo, hi = img.convert("L").getextrema()
-        assert width == render_check.VIEWPORT["width"] and height >= render_check.VIEWPORT["height"], (
+        assert width == chromium.VIEWPORT["width"] and height >= chromium.VIEWPORT["height"], (
             f"{png} 的尺寸 {width}×{height} 不是整页截图")
         assert lo < hi, f"{png} 是纯色图片"
 
@@ -475,7 +473,7 @@ def test_chinese_text_uses_a_cjk_font(built, browser):
     """Screenshot check: the page's body font draws Chinese with real glyphs, no tofu boxes."""
     chars = _page_chars(built, CHAPTERS[0])
     assert len(chars) == 6, chars
-    res = render_check.cjk_glyphs(browser, built.page(CHAPTERS[0]), chars)
+    res = chromium.cjk_glyphs(browser, built.page(CHAPTERS[0]), chars)
     assert res["tofu_probe_identical"], "对照用的缺字方框（U+E000、U+E001）应当完全相同"
     assert not res["blank"] and not res["tofu"] and not res["duplicates"], (
         f"正文字体（{res['family']}）显示中文为空白或方框（豆腐块）：{res}")
@@ -491,8 +489,8 @@ def test_cjk_check_fails_without_a_cjk_font(built, browser, tmp_path):
                     + "".join(f"<dir>{d}</dir>" for d in dirs)
                     + f"<cachedir>{tmp_path / 'fc-cache'}</cachedir></fontconfig>", encoding="utf-8")
     chars = _page_chars(built, CHAPTERS[0])
-    with render_check.launch(env={**os.environ, "FONTCONFIG_FILE": str(conf)}, beside=browser) as no_cjk:
-        res = render_check.cjk_glyphs(no_cjk, built.page(CHAPTERS[0]), chars)
+    with chromium.launch(env={**os.environ, "FONTCONFIG_FILE": str(conf)}, beside=browser) as no_cjk:
+        res = chromium.cjk_glyphs(no_cjk, built.page(CHAPTERS[0]), chars)
     assert res["tofu_probe_identical"]
     assert set(res["tofu"]) | set(res["blank"]) == set(chars), f"没有中文字体时应当全部是方框：{res}"
 
@@ -506,7 +504,7 @@ def test_chinese_search_finds_chapter(built, browser, term, chapter):
 
     assert term in article(chapter), f"{chapter} 不再包含“{term}”：请换一个检索词"
     assert any(term not in article(d) for d in PAGES), f"每一页都含“{term}”，结果无法说明搜索在筛选"
-    hrefs = render_check.search_results(browser, built.html / "search.html", term)
+    hrefs = chromium.search_results(browser, built.html / "search.html", term)
     found = sorted({str(Path(unquote(urlsplit(h).path)).relative_to(built.html).with_suffix(""))
                     for h in hrefs})
     assert chapter in found, (

@@ -23,7 +23,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -35,10 +34,7 @@ import pytest
 
 from batchlab.ui.style import render_error_html
 
-from booktoc import ROOT  # tests/booktoc.py
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import render_check  # noqa: E402  (scripts/render_check.py: the project's one Chromium launch)
+from booktools import ROOT, browser as chromium  # booktools.browser: the project's one Chromium launch
 
 pytestmark = pytest.mark.slow
 
@@ -178,9 +174,9 @@ def browser_page(lab: dict) -> Iterator[tuple]:
         blocked.append(route.request.url)
         route.abort()
 
-    # offline=False: render_check's dead proxy would also cut off the server on 127.0.0.1; the route
-    # below is the guard instead (Chromium's own background traffic is off in render_check.CHROMIUM_ARGS).
-    with render_check.launch(offline=False) as browser:
+    # offline=False: booktools.browser's dead proxy would also cut off the server on 127.0.0.1; the route
+    # below is the guard instead (Chromium's own background traffic is off in chromium.CHROMIUM_ARGS).
+    with chromium.launch(offline=False) as browser:
         context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
         context.route(lambda url: not local(url), abort)
         page = context.new_page()

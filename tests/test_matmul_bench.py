@@ -1,4 +1,4 @@
-"""The matmul benchmark (batchlab.matmul_bench) and its CLI: positive numbers for the asked shapes, the
+"""The matmul benchmark (batchlab.measure.matmul) and its CLI: positive numbers for the asked shapes, the
 lecture's M = 128 far faster per FLOP than M = 1, a harness that adds nothing to a bare loop, checked
 inputs. Small k/n everywhere except the one lecture-shape comparison, to stay fast on a 2-core CPU."""
 from __future__ import annotations
@@ -12,11 +12,11 @@ import time
 import pytest
 import torch
 
-from batchlab import cli
-from batchlab.cli import main
-from batchlab.matmul_bench import (DEFAULT_MS, DTYPES, _cpu_has_fp16_kernel, bare_matmul_seconds, bench_matmul,
+from batchlab.apps import cli
+from batchlab.apps.cli import main
+from batchlab.measure.matmul import (DEFAULT_MS, DTYPES, _cpu_has_fp16_kernel, bare_matmul_seconds, bench_matmul,
                                    efficiency, measure_ceilings)
-from batchlab.roofline import ELEMENT_BYTES, matmul_flops
+from batchlab.formulas.roofline import ELEMENT_BYTES, matmul_flops
 
 ROW_KEYS = {"m", "k", "n", "seconds", "tflops"}
 

@@ -2,10 +2,10 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.memory import (GIB, MemorySettings, bytes_per_param, grow_micro_batch, layer_activation_bytes,
+from batchlab.formulas.memory import (GIB, MemorySettings, bytes_per_param, grow_micro_batch, layer_activation_bytes,
                              model_states, stage_activation_bytes, stage_memory)
-from batchlab.partition import partition_layers
-from batchlab.presets import GPTConfig, get_config
+from batchlab.formulas.partition import partition_layers
+from batchlab.formulas.presets import GPTConfig, get_config
 
 XL = get_config("gpt2-xl")
 MIXED = MemorySettings(precision="bf16-mixed", dropout=True)
@@ -95,7 +95,7 @@ def test_gpipe_activations_depend_on_micro_times_m_only(p, micro, m, k):
     (dict(schedule="zb"), "schedule = 'zb'"),
     (dict(settings=MemorySettings()), None),
     (dict(device_memory_gib=0), "device_memory_gib = 0：必须是有限的正数"),
-    (dict(seq_len=2048), "seq_len = 2048 超过了 gpt2-xl 的 n_positions = 1024"),
+    (dict(seq_len=2048), "seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"),
 ])
 def test_stage_memory_rejects_bad_input(kwargs, message):
     args = dict(config=XL, pipeline_stages=4, micro_batch_size=2, seq_len=1024, num_microbatches=16) | kwargs
@@ -122,7 +122,7 @@ def test_growth_finds_the_largest_fitting_size(threshold, start, oom_at):
 
 
 def test_straight_line_criterion_flips_on_a_curve():
-    from batchlab.verdicts import straight_line_residual
+    from batchlab.lecture.verdicts import straight_line_residual
 
     b = [1, 2, 4, 8, 16]
     assert straight_line_residual(b, [100 + 37 * x for x in b]) == pytest.approx(0.0, abs=1e-12)

@@ -9,12 +9,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import same_color  # noqa: E402
 
-from batchlab.batching import plan_batch  # noqa: E402
-from batchlab.case import CASE_STUDY  # noqa: E402
-from batchlab.memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, MemorySettings,  # noqa: E402
+from batchlab.formulas.batching import plan_batch  # noqa: E402
+from batchlab.lecture.case import CASE_STUDY  # noqa: E402
+from batchlab.formulas.memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, MemorySettings,  # noqa: E402
                              default_precision, stage_memory)
-from batchlab.pipeline_schedules import SCHEDULES  # noqa: E402
-from batchlab.presets import get_config  # noqa: E402
+from batchlab.formulas.pipeline_schedules import SCHEDULES  # noqa: E402
+from batchlab.formulas.presets import get_config  # noqa: E402
 from batchlab.ui import memory as memory_ui, style  # noqa: E402
 from batchlab.ui.memory import MemoryExplorer, plot_stage_memory  # noqa: E402
 
@@ -130,7 +130,7 @@ def test_more_stages_than_layers_is_reported():
     explorer.controls["pipeline_stages"].value = 16
     assert "pipeline_stages = 16" in explorer.summary.value and "12" in explorer.summary.value
     assert explorer.report is None
-    with pytest.raises(ValueError, match="seq_len = 2048 超过了 gpt2-xl 的 n_positions = 1024"):
+    with pytest.raises(ValueError, match="seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"):
         MemoryExplorer(seq_len=2048)
 
 

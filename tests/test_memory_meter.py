@@ -3,10 +3,11 @@ and the lecture's growth procedure surviving out-of-memory errors."""
 import pytest
 import torch
 
-from batchlab.memory import MemorySettings, stage_activation_bytes
-from batchlab.memory_meter import find_micro_batch, is_out_of_memory, saved_activation_bytes, step_peak
-from batchlab.model import GPT, get_config
-from batchlab.partition import partition_layers
+from batchlab.formulas.memory import MemorySettings, stage_activation_bytes
+from batchlab.measure.memory import find_micro_batch, is_out_of_memory, saved_activation_bytes, step_peak
+from batchlab.measure.model import GPT, next_token_loss
+from batchlab.formulas.presets import get_config
+from batchlab.formulas.partition import partition_layers
 
 TINY = get_config("tiny")
 
@@ -64,11 +65,11 @@ def test_finder_survives_a_simulated_out_of_memory_error():
     model = GPT(TINY)
     calls = []
 
-    def loss_fn(m, x, y):
-        calls.append(x.shape[0])
-        if x.shape[0] >= 6:
+    def loss_fn(logits, y):
+        calls.append(logits.shape[0])
+        if logits.shape[0] >= 6:
             raise torch.OutOfMemoryError("NPU out of memory. Tried to allocate 2.00 GiB")
-        return m.loss(x, y)
+        return next_token_loss(logits, y)
 
     result = find_micro_batch(model, lambda b: tokens(b, 16), 0.9, capacity_bytes=10**9, loss_fn=loss_fn)
     assert result["best"] == 5
@@ -78,7 +79,7 @@ def test_finder_survives_a_simulated_out_of_memory_error():
 
 
 def test_other_errors_are_not_swallowed():
-    def broken(m, x, y):
+    def broken(logits, y):
         raise RuntimeError("shape mismatch")
 
     with pytest.raises(RuntimeError, match="shape mismatch"):
@@ -90,8 +91,8 @@ def test_other_errors_are_not_swallowed():
 
 
 def test_measured_model_states_match_the_table_and_ignore_the_batch():
-    from batchlab.memory import model_states
-    from batchlab.memory_meter import model_state_bytes
+    from batchlab.formulas.memory import model_states
+    from batchlab.measure.memory import model_state_bytes
 
     readings = []
     for b in (1, 8):

@@ -12,17 +12,19 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from batchlab.accumulation import (IGNORE_INDEX, BatchNormLM, batch_gradients, mask_after, random_lengths,
+from batchlab.measure.model import IGNORE_INDEX
+from batchlab.measure.accumulation import (BatchNormLM, batch_gradients, mask_after, random_lengths,
                                    relative_gap)
-from batchlab.batching import token_weights
-from batchlab.case import CASE_STUDY, CASE_STUDY_TUNED
-from batchlab.comm import allreduce_bytes, p2p_bytes, p2p_messages, step_communication
-from batchlab.data import make_corpus
-from batchlab.model import GPT, get_config
-from batchlab.pipeline_run import pipeline_batch, run_pipeline_local
-from batchlab.scaling import batch_size_at
-from batchlab.train import train
-from batchlab.verdicts import best_rate_grows, only_memory_moves, same_update, unchanged
+from batchlab.formulas.batching import token_weights
+from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
+from batchlab.formulas.comm import allreduce_bytes, p2p_bytes, p2p_messages, step_communication
+from batchlab.measure.data import make_corpus
+from batchlab.measure.model import GPT
+from batchlab.formulas.presets import get_config
+from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local
+from batchlab.formulas.scaling import batch_size_at
+from batchlab.measure.train import train
+from batchlab.lecture.verdicts import best_rate_grows, only_memory_moves, same_update, unchanged
 
 PICO = get_config("pico")
 
@@ -178,9 +180,9 @@ def test_same_update_and_best_rate_flip():
 
 # ── misconception one on the lecture's case ─────────────────────────────────────────────────────
 def test_both_changes_of_the_case_move_more_than_memory():
-    from batchlab.effects import MEMORY_EFFECT, batch_effects, effect_ratios
-    from batchlab.roofline import DEVICE_PRESETS
-    from batchlab.tune import roofline_curve
+    from batchlab.formulas.effects import MEMORY_EFFECT, batch_effects, effect_ratios
+    from batchlab.formulas.roofline import DEVICE_PRESETS
+    from batchlab.formulas.tune import roofline_curve
 
     c = CASE_STUDY
     npu = DEVICE_PRESETS["ascend-910b"]
@@ -228,7 +230,7 @@ def test_figures_draw_what_they_are_given():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from batchlab.effects import EFFECTS
+    from batchlab.formulas.effects import EFFECTS
     from batchlab.ui import style
     from batchlab.ui.misconceptions import plot_early_late, plot_lr_sweep, plot_what_moves
 
@@ -261,14 +263,14 @@ def corpus():
 
 
 def bigram_sgd(corpus, **kwargs):
-    from batchlab.model import BigramLM
+    from batchlab.measure.model import BigramLM
 
     data, held_out = corpus
     return train(BigramLM(data.source.vocab_size), data, optimizer="sgd", eval_data=held_out, **kwargs)
 
 
 def test_small_batches_lead_early_and_need_a_remedy_late(corpus):
-    from batchlab.verdicts import beats, lowest_at_budgets
+    from batchlab.lecture.verdicts import beats, lowest_at_budgets
 
     small = bigram_sgd(corpus, batch_size=8, steps=512, lr=30.0, eval_every=16)
     large = bigram_sgd(corpus, batch_size=64, steps=64, lr=30.0, eval_every=2)
@@ -282,7 +284,7 @@ def test_small_batches_lead_early_and_need_a_remedy_late(corpus):
 
 
 def test_best_sgd_rate_moves_with_the_batch(corpus):
-    from batchlab.verdicts import best_rate_grows
+    from batchlab.lecture.verdicts import best_rate_grows
 
     grid = [30.0 * math.sqrt(8) ** k for k in range(-1, 3)]
     best = {}

@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from batchlab.data import make_corpus, markov_source
-from batchlab.model import PRESETS, PUBLISHED_PARAMS, GPTConfig, GPT, count_params, get_config
+from batchlab.measure.data import make_corpus, markov_source
+from batchlab.measure.model import GPT
+from batchlab.formulas.presets import PRESETS, PUBLISHED_PARAMS, GPTConfig, count_params, get_config
 
 
 @pytest.mark.parametrize("name", list(PUBLISHED_PARAMS))
@@ -20,7 +21,7 @@ def test_tiny_model_count_and_shapes():
     assert model.num_params() == count_params(config) == 108_288
     x = torch.zeros(3, 10, dtype=torch.long)
     assert model(x).shape == (3, 10, config.vocab_size)
-    with pytest.raises(ValueError, match="seq_len = 65 超过了 n_positions = 64"):
+    with pytest.raises(ValueError, match="seq_len = 65：必须在 1 到 tiny 的 n_positions = 64 之间"):
         model(torch.zeros(1, 65, dtype=torch.long))
 
 

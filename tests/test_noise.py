@@ -1,10 +1,11 @@
 import pytest
 import torch
 
-from batchlab.data import make_corpus
-from batchlab.model import GPT, get_config
-from batchlab.sampling import expected_sq_error
-from batchlab.noise import gradient_trace_cov, minibatch_error, per_sample_grads
+from batchlab.measure.data import make_corpus
+from batchlab.measure.model import GPT
+from batchlab.formulas.presets import get_config
+from batchlab.formulas.noise import expected_sq_error
+from batchlab.measure.noise import gradient_trace_cov, minibatch_error, per_sample_grads
 
 
 @pytest.fixture(scope="module")

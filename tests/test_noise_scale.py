@@ -13,9 +13,10 @@ import torch
 from hypothesis import given, strategies as st
 from torch import nn
 
-from batchlab.data import make_corpus
-from batchlab.model import GPT, get_config
-from batchlab.noise import (gradient_trace_cov, noise_scale_from_batches, noise_scale_simple,
+from batchlab.measure.data import make_corpus
+from batchlab.measure.model import GPT
+from batchlab.formulas.presets import get_config
+from batchlab.measure.noise import (gradient_trace_cov, noise_scale_from_batches, noise_scale_simple,
                             noise_scale_two_batch, per_sample_grads)
 
 D, SIGMA, N = 8, 0.5, 20_000

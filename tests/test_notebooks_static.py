@@ -16,7 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from booktoc import ROOT, WIDGET_STATE, WIDGET_VIEW, resolve_entry, toc_entries  # tests/booktoc.py
+from booktools import ROOT
+from booktools.toc import WIDGET_STATE, WIDGET_VIEW, resolve_entry, toc_entries
 
 FONT_WARNING = re.compile(r"Glyph|missing from (current )?font|findfont", re.IGNORECASE)
 SECTION_FROM_NAME = re.compile(r"^(\d+\.\d+)-")

@@ -1,4 +1,4 @@
-"""Tests for batchlab.npu_smi: parsing ``npu-smi info`` needs no torch and no fake NPU."""
+"""Tests for batchlab.measure.npu_smi: parsing ``npu-smi info`` needs no torch and no fake NPU."""
 from __future__ import annotations
 
 import os
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from batchlab.npu_smi import NpuCard, parse_npu_smi, read_npu_smi
+from batchlab.measure.npu_smi import NpuCard, parse_npu_smi, read_npu_smi
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_npu_smi_imports_without_torch() -> None:
-    code = ("import sys, batchlab.npu_smi; "
+    code = ("import sys, batchlab.measure.npu_smi; "
             "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

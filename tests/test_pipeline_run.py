@@ -1,4 +1,4 @@
-"""Real pipelines of the GPT (batchlab.pipeline_run): the split model computes what the GPT computes,
+"""Real pipelines of the GPT (batchlab.measure.pipeline_local): the split model computes what the GPT computes,
 one process replaying a schedule gives gradient accumulation's gradients and a timeline that keeps the
 schedule's rules, and p processes on torch.distributed.pipelining give the same gradients."""
 import json
@@ -11,10 +11,12 @@ import psutil
 import pytest
 import torch
 
-import batchlab.pipeline_run as pipeline_run
-from batchlab.model import GPT, get_config
-from batchlab.pipeline_run import pipeline_batch, run_pipeline_distributed, run_pipeline_local, split_model
-from batchlab.pipeline_schedules import in_flight_microbatches
+import batchlab.measure.pipeline_local as pipeline_run
+from batchlab.measure.model import GPT
+from batchlab.formulas.presets import get_config
+from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local, split_model
+from batchlab.measure.pipeline_distributed import run_pipeline_distributed
+from batchlab.formulas.pipeline_schedules import in_flight_microbatches
 
 CONFIG = get_config("tiny", n_layer=4)
 
@@ -76,7 +78,7 @@ def test_split_model_rejects():
         split_model(GPT(CONFIG), 5)
     with pytest.raises(ValueError, match="method = 'even'"):
         split_model(GPT(CONFIG), 2, "even")
-    with pytest.raises(ValueError, match="必须是 batchlab.model.GPT"):
+    with pytest.raises(ValueError, match="必须是 batchlab.measure.model.GPT"):
         split_model(torch.nn.Linear(2, 2), 2)
 
 
@@ -189,7 +191,7 @@ def test_distributed_pipeline_rejects_before_starting_processes():
         run_pipeline_distributed(CONFIG, 2, 4, 1, 8, start_method="thread")
     with pytest.raises(ValueError, match="backend = 'nccl'：CPU 上只能用 'gloo'"):
         run_pipeline_distributed(CONFIG, 2, 4, 1, 8, backend="nccl")
-    with pytest.raises(ValueError, match="seq_len = 100 超过了 n_positions = 64"):
+    with pytest.raises(ValueError, match="seq_len = 100：必须在 1 到 tiny 的 n_positions = 64 之间"):
         run_pipeline_distributed(CONFIG, 2, 4, 1, 100)
     assert new_children(before) == []
 
@@ -207,7 +209,7 @@ def test_command_line_without_torchrun(monkeypatch, capsys):
 @pytest.mark.slow
 def test_command_line_under_torchrun():
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "batchlab.pipeline_run", "--stages", "2", "--micro-batches", "4", "--n-layer", "2",
+           "-m", "batchlab.measure.pipeline_local", "--stages", "2", "--micro-batches", "4", "--n-layer", "2",
            "--seq-len", "8", "--schedule", "gpipe", "--device", "cpu"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.pipeline_schedules import (SCHEDULES, Timeline, bubble_fraction, bubble_overhead, check_runnable,
+from batchlab.formulas.pipeline_schedules import (SCHEDULES, Timeline, bubble_fraction, bubble_overhead, check_runnable,
                                          in_flight_microbatches, pipeline_timeline, schedule_order, simulate)
 
 

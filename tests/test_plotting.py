@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from batchlab.ui import convergence, noise as noise_ui, pipeline, style  # noqa: E402
-from batchlab.pipeline_schedules import pipeline_timeline  # noqa: E402
+from batchlab.formulas.pipeline_schedules import pipeline_timeline  # noqa: E402
 
 
 def test_setup_finds_the_installed_cjk_font():
@@ -32,7 +32,7 @@ def test_chinese_figures_draw_without_missing_glyphs():
 def test_training_curves_plot_steps_and_samples():
     import pytest
 
-    from batchlab.train import History
+    from batchlab.measure.train import History
 
     style.setup()
     runs = [History(samples_seen=[b, 2 * b, 3 * b, 4 * b], eval_step=[0, 2, 4], eval_loss=[4.0, 3.0, 2.0],

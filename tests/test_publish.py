@@ -23,10 +23,8 @@ import yaml
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from booktoc import ROOT, toc_entries  # tests/booktoc.py
-
-sys.path.insert(0, str(ROOT / "scripts" / "authoring"))
-import colab_cell  # noqa: E402  (scripts/authoring/colab_cell.py)
+from booktools import ROOT, colab_cell
+from booktools.toc import toc_entries
 
 REQUIREMENTS = ROOT / "requirements.txt"
 BINDER = ROOT / "binder"
@@ -272,7 +270,7 @@ def _first_cell_problem(path: Path) -> str | None:
 def test_notebook_starts_with_the_colab_cell(path):
     problem = _first_cell_problem(path)
     assert problem is None, (
-        f"{path.name}: {problem}; run .venv/bin/python scripts/authoring/colab_cell.py --apply "
+        f"{path.name}: {problem}; run .venv/bin/python -m booktools.colab_cell --apply "
         f"{path.relative_to(ROOT)}")
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from pybtex.database import parse_file
 
-from booktoc import ROOT, toc_entries, toc_markdown  # tests/booktoc.py
+from booktools import ROOT
+from booktools.toc import toc_entries, toc_markdown
 
 BIB = ROOT / "references.bib"
 REFERENCES_PAGE = "book/references"

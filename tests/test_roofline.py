@@ -1,4 +1,4 @@
-"""The roofline arithmetic (batchlab.roofline): exact by hand, checked inputs, and the two properties
+"""The roofline arithmetic (batchlab.formulas.roofline): exact by hand, checked inputs, and the two properties
 that make it a roofline — attainable FLOP/s never decreases with intensity and never exceeds the peak."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.roofline import (DEVICE_PRESETS, ELEMENT_BYTES, DevicePeak, arithmetic_intensity, element_bytes,
+from batchlab.formulas.roofline import (DEVICE_PRESETS, ELEMENT_BYTES, DevicePeak, arithmetic_intensity, element_bytes,
                                matmul_bytes, matmul_flops, ridge_point, roofline_flops, tokens_per_matmul)
 
 

@@ -4,7 +4,7 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.sampling import expected_sq_error, finite_population_factor, two_batch_estimates
+from batchlab.formulas.noise import expected_sq_error, finite_population_factor, two_batch_estimates
 
 
 def test_expected_sq_error_formula():

@@ -2,10 +2,10 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.pipeline_schedules import bubble_fraction
-from batchlab.presets import get_config
-from batchlab.tune import tune
-from batchlab.throughput import (RateCurve, layer_forward_flops, model_flops_per_token,
+from batchlab.formulas.pipeline_schedules import bubble_fraction
+from batchlab.formulas.presets import get_config
+from batchlab.formulas.tune import tune
+from batchlab.formulas.throughput import (RateCurve, layer_forward_flops, model_flops_per_token,
                                  model_step)
 
 XL = get_config("gpt2-xl")

@@ -8,8 +8,8 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from batchlab.case import CASE_STUDY  # noqa: E402
-from batchlab.throughput import RateCurve, model_step  # noqa: E402
+from batchlab.lecture.case import CASE_STUDY  # noqa: E402
+from batchlab.formulas.throughput import RateCurve, model_step  # noqa: E402
 from batchlab.ui import style  # noqa: E402
 from batchlab.ui.pipeline import TradeoffExplorer  # noqa: E402
 

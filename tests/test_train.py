@@ -4,10 +4,12 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from batchlab.data import make_corpus
-from batchlab.model import GPT, get_config
-from batchlab.optim import Lamb
-from batchlab.train import History, evaluate, lr_schedule, scale_lr, sweep, train
+from batchlab.measure.data import make_corpus
+from batchlab.measure.model import GPT
+from batchlab.formulas.presets import get_config
+from batchlab.measure.optim import Lamb
+from batchlab.measure.train import History, evaluate, sweep, train
+from batchlab.formulas.scaling import lr_schedule, scale_lr
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +241,7 @@ def test_lamb_trains_the_tiny_model(data):
 
 
 def test_steps_to_target_reads_the_first_eval_below_target():
-    from batchlab.train import History, steps_to_target
+    from batchlab.measure.train import History, steps_to_target
 
     h = History(eval_step=[0, 4, 8, 12], eval_loss=[4.0, 3.0, 2.5, 2.4], config={"batch_size": 16})
     assert steps_to_target(h, 2.6) == 8
@@ -251,7 +253,7 @@ def test_steps_to_target_reads_the_first_eval_below_target():
 
 @given(b=st.floats(0.5, 1e5), noise=st.floats(0.5, 1e5))
 def test_steps_and_samples_over_min_trade_off(b, noise):
-    from batchlab.scaling import samples_over_min, steps_over_min
+    from batchlab.formulas.scaling import samples_over_min, steps_over_min
 
     s, e = steps_over_min(b, noise), samples_over_min(b, noise)
     assert s > 1 and e > 1
@@ -260,7 +262,7 @@ def test_steps_and_samples_over_min_trade_off(b, noise):
 
 
 def test_critical_batch_doubles_both_costs():
-    from batchlab.scaling import samples_over_min, steps_over_min
+    from batchlab.formulas.scaling import samples_over_min, steps_over_min
 
     assert steps_over_min(64, 64) == samples_over_min(64, 64) == 2.0
     with pytest.raises(ValueError, match="noise_scale = 0"):
@@ -268,7 +270,7 @@ def test_critical_batch_doubles_both_costs():
 
 
 def test_fit_recovers_the_model_and_rejects_a_flat_line():
-    from batchlab.scaling import fit_steps_samples, steps_over_min
+    from batchlab.formulas.scaling import fit_steps_samples, steps_over_min
 
     sizes = [8, 32, 128, 512]
     steps = [100 * steps_over_min(b, 40) for b in sizes]       # S_min = 100, B_noise = 40

@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from batchlab.case import CASE_STUDY
-from batchlab.cli import main
-from batchlab.memory import MemorySettings, stage_memory
-from batchlab.presets import get_config
-from batchlab.roofline import DEVICE_PRESETS, arithmetic_intensity, roofline_flops
-from batchlab.throughput import RateCurve, model_step
-from batchlab.tune import ROOFLINE_ROWS, roofline_curve, tune
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.apps.cli import main
+from batchlab.formulas.memory import MemorySettings, stage_memory
+from batchlab.formulas.presets import get_config
+from batchlab.formulas.roofline import DEVICE_PRESETS, arithmetic_intensity, roofline_flops
+from batchlab.formulas.throughput import RateCurve, model_step
+from batchlab.formulas.tune import ROOFLINE_ROWS, roofline_curve, tune
 
 XL = get_config("gpt2-xl")
 NPU = DEVICE_PRESETS["ascend-910b"]

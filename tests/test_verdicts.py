@@ -1,7 +1,7 @@
 """Each criterion flips when the measurement behind it flips."""
 import pytest
 
-from batchlab.verdicts import (VERDICT, beats, count_rises, holds_in_every_seed, in_band, loss_at_samples,
+from batchlab.lecture.verdicts import (VERDICT, beats, count_rises, holds_in_every_seed, in_band, loss_at_samples,
                                lowest_at_budgets, samples_to_target)
 
 SAMPLES = [0, 512, 1024, 2048, 4096]

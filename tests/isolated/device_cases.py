@@ -1,4 +1,4 @@
-"""Tests for batchlab.device and batchlab.device_memory: runs without any accelerator.
+"""Tests for batchlab.measure.device and batchlab.measure.device_memory: runs without any accelerator.
 
 The NPU path is exercised with a fake ``torch_npu`` module plus a fake ``torch.npu``
 namespace, so the selection, timing and memory logic run for real on CPU-only machines.
@@ -18,8 +18,8 @@ import types
 import pytest
 import torch
 
-from batchlab import device as dev
-from batchlab import device_memory as mem
+from batchlab.measure import device as dev
+from batchlab.measure import device_memory as mem
 
 MiB = 2**20
 
@@ -268,7 +268,7 @@ def test_memory_and_names_on_fake_npu(fake_npu: _FakeNpu) -> None:
 
 
 def test_describe_cpu_is_json_able(no_npu: None) -> None:
-    summary = dev.describe("cpu")
+    summary = mem.describe("cpu")
     assert summary["device"] == "cpu" and summary["kind"] == "cpu"
     assert summary["torch"] == torch.__version__
     assert summary["torch_npu"] is None
@@ -279,7 +279,7 @@ def test_describe_cpu_is_json_able(no_npu: None) -> None:
 
 
 def test_describe_default_follows_selection(fake_npu: _FakeNpu) -> None:
-    summary = dev.describe()
+    summary = mem.describe()
     assert summary["kind"] == "npu"
     assert summary["torch_npu"] == "2.1.0.post99"
     assert summary["name"] == "Ascend910B3"

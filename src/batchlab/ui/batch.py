@@ -1,6 +1,6 @@
 """Batch arithmetic (4.1): the global-batch calculator and its result panel.
 
-The widget only gathers inputs and calls :func:`batchlab.batching.plan_batch`; it holds no formula.
+The widget only gathers inputs and calls :func:`batchlab.formulas.batching.plan_batch`; it holds no formula.
 Like every demo, it is a ``VBox`` subclass exposing its controls (``.controls``) and its displayed
 result, so tests can move a control and read what the reader would see.
 """
@@ -10,9 +10,9 @@ import html
 
 import ipywidgets as widgets
 
-from ..batching import GRAD_ACCUM_READINGS, BatchPlan, plan_batch
-from ..case import CASE_STUDY
-from .style import render_error_html
+from batchlab.formulas.batching import GRAD_ACCUM_READINGS, BatchPlan, plan_batch
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.ui.style import render_error_html
 
 __all__ = ["BatchCalculator", "render_plan_html"]
 

@@ -12,7 +12,7 @@ __all__ = ["plot_training_curves"]
 def plot_training_curves(histories: list, labels: list[str], floor: float | None = None,
                          by_samples: bool = True, title: str | None = None) -> "Figure":
     """Eval loss of several runs against optimizer steps, and (``by_samples``) against samples seen
-    on a log axis; ``histories`` are :class:`batchlab.train.History` objects recorded with
+    on a log axis; ``histories`` are :class:`batchlab.measure.train.History` objects recorded with
     ``eval_data``. ``floor`` draws the entropy-rate line."""
     import matplotlib.pyplot as plt
 
@@ -47,10 +47,10 @@ def plot_training_curves(histories: list, labels: list[str], floor: float | None
 def plot_steps_samples(batch_sizes: list[int], steps: list[float], fit: dict[str, float]) -> "Figure":
     """McCandlish et al.'s trade-off (S/S_min − 1)(E/E_min − 1) = 1 on log–log axes, with the measured
     runs (steps S to a target, samples E = B·S) placed by ``fit`` from
-    :func:`batchlab.scaling.fit_steps_samples`."""
+    :func:`batchlab.formulas.scaling.fit_steps_samples`."""
     import matplotlib.pyplot as plt
 
-    from .style import PALETTE
+    from batchlab.ui.style import PALETTE
 
     fig, ax = plt.subplots(figsize=(5.2, 3.8))
     xs = [10 ** (k / 20) for k in range(-40, 41)]

@@ -1,14 +1,14 @@
 """Compute-efficiency figures (4.4): the matmul rate against M, and the roofline.
 
-Numbers come from :mod:`batchlab.matmul_bench` (measured) and :mod:`batchlab.roofline` (the model);
+Numbers come from :mod:`batchlab.measure.matmul` (measured) and :mod:`batchlab.formulas.roofline` (the model);
 these functions only draw them.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from ..roofline import arithmetic_intensity, element_bytes, roofline_flops
-from .style import PALETTE, new_axes
+from batchlab.formulas.roofline import arithmetic_intensity, element_bytes, roofline_flops
+from batchlab.ui.style import PALETTE, new_axes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

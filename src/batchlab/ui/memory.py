@@ -1,6 +1,6 @@
 """Memory figures and the memory explorer (4.3).
 
-Every number comes from :func:`batchlab.memory.stage_memory` (and :func:`batchlab.batching.plan_batch`
+Every number comes from :func:`batchlab.formulas.memory.stage_memory` (and :func:`batchlab.formulas.batching.plan_batch`
 for the micro-batch count); this module only stacks the parts of each stage's peak into bars, marks
 what does not fit, and redraws when a control moves. The memory model is pure math, so a change is
 recomputed in full each time.
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Sequence
 
 import ipywidgets as widgets
 
-from ..batching import BatchPlan, plan_batch
-from ..case import CASE_STUDY
-from ..checks import at_most, one_of
-from ..memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, MemoryReport, MemorySettings,
+from batchlab.formulas.batching import BatchPlan, plan_batch
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.formulas.checks import at_most, one_of
+from batchlab.formulas.memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, MemoryReport, MemorySettings,
                       default_precision, stage_memory)
-from ..pipeline_schedules import SCHEDULES
-from ..presets import PRESETS, get_config
-from .style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
+from batchlab.formulas.pipeline_schedules import SCHEDULES
+from batchlab.formulas.presets import PRESETS, get_config
+from batchlab.ui.style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -56,7 +56,7 @@ def _percent(value: float) -> str:
 def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
                       measured: Sequence[float | None] | None = None, title: str | None = None) -> "Figure":
     """Stacked bars, one per pipeline stage, of the peak memory in ``report`` (from
-    :func:`batchlab.memory.stage_memory`): parameters, gradients, optimizer states, activations and,
+    :func:`batchlab.formulas.memory.stage_memory`): parameters, gradients, optimizer states, activations and,
     with recomputation, the working set of the layer being recomputed. A dashed line marks the
     device's capacity; over each bar its peak as a share of that capacity, in red when the stage does
     not fit, with the part above the line hatched in red.
@@ -167,8 +167,8 @@ class MemoryExplorer(widgets.VBox):
     recomputation, precision, stages, global batch, data parallelism and the device's memory, and see
     each pipeline stage's peak memory stacked by part against the device's capacity.
 
-    Defaults to the lecture's case study (:data:`batchlab.case.CASE_STUDY`). A new model resets the
-    precision to :func:`batchlab.memory.default_precision` and the sequence-length choices to its
+    Defaults to the lecture's case study (:data:`batchlab.lecture.case.CASE_STUDY`). A new model resets the
+    precision to :func:`batchlab.formulas.memory.default_precision` and the sequence-length choices to its
     ``n_positions``. An invalid combination shows its message (``render_error_html``) and keeps the
     last figure; ``.report`` is then None.
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from ..effects import EFFECTS
-from ..verdicts import UNCHANGED_TOLERANCE
+from batchlab.formulas.effects import EFFECTS
+from batchlab.lecture.verdicts import UNCHANGED_TOLERANCE
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -14,11 +14,11 @@ __all__ = ["plot_what_moves", "plot_early_late", "plot_lr_sweep"]
 
 
 def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float = UNCHANGED_TOLERANCE) -> "Figure":
-    """One panel per quantity of :data:`batchlab.effects.EFFECTS`, one bar per change (new / old, log
+    """One panel per quantity of :data:`batchlab.formulas.effects.EFFECTS`, one bar per change (new / old, log
     axis), the grey band the ±``tolerance`` inside which a quantity counts as unchanged."""
     import matplotlib.pyplot as plt
 
-    from .style import PALETTE
+    from batchlab.ui.style import PALETTE
 
     if not ratios:
         raise ValueError("ratios 为空：至少给出一种改变")
@@ -82,7 +82,7 @@ def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float 
     their value, so they do not flatten the interesting part."""
     import matplotlib.pyplot as plt
 
-    from .style import PALETTE
+    from batchlab.ui.style import PALETTE
 
     if not final_loss:
         raise ValueError("final_loss 为空：至少给出一个批大小的扫描结果")

@@ -1,6 +1,6 @@
 """Gradient-noise figures and the noise explorer (4.1, 4.2).
 
-Plots take precomputed results of :mod:`batchlab.noise`; the explorer only selects among them and
+Plots take precomputed results of :mod:`batchlab.measure.noise`; the explorer only selects among them and
 redraws, so a change of B feels instant.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
-from ..checks import one_of
-from ..scaling import LR_RULES, scale_lr
-from .style import PALETTE, canvas_png, new_axes, render_error_html, show_png
+from batchlab.formulas.checks import one_of
+from batchlab.formulas.scaling import LR_RULES, scale_lr
+from batchlab.ui.style import PALETTE, canvas_png, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -24,7 +24,7 @@ __all__ = ["plot_estimate_error", "plot_gradient_cloud", "plot_variance_curve", 
 
 def plot_estimate_error(stats: dict) -> "Figure":
     """Relative error and cosine of mini-batch gradient estimates against batch size (log axes),
-    with the sampling-theory curve; ``stats`` comes from :func:`batchlab.noise.minibatch_error`."""
+    with the sampling-theory curve; ``stats`` comes from :func:`batchlab.measure.noise.minibatch_error`."""
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
@@ -57,7 +57,7 @@ def _batch_index(batch_sizes: list[int], batch_size: int, what: str) -> int:
 
 def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) -> "Figure":
     """Scatter of the mini-batch gradient estimates G_B for one B around the full gradient G, in the
-    plane of :func:`batchlab.noise.gradient_cloud`. The axis limits cover the clouds of *all* batch
+    plane of :func:`batchlab.measure.noise.gradient_cloud`. The axis limits cover the clouds of *all* batch
     sizes, so moving B shows the cloud shrink instead of the axes rescaling.
 
     Called again on the same ``ax`` with the same ``cloud``, it only moves the points: no new
@@ -102,7 +102,7 @@ def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) 
 def plot_variance_curve(stats: dict, batch_size: int, ax: "Axes | None" = None) -> "Figure":
     """E‖G_B − G‖² against B on log–log axes: measured points, the sampling-theory curve
     tr(Σ)/B · (N − B)/(N − 1) and the chosen B marked. ``stats`` comes from
-    :func:`batchlab.noise.minibatch_error`; B = N (zero error) cannot sit on a log axis and is left out.
+    :func:`batchlab.measure.noise.minibatch_error`; B = N (zero error) cannot sit on a log axis and is left out.
 
     Called again on the same ``ax`` with the same ``stats``, it only moves the marker."""
     i = _batch_index(stats["batch_sizes"], batch_size, "stats")
@@ -175,8 +175,8 @@ class NoiseExplorer(widgets.VBox):
     """Gradient-noise explorer for 4.2: pick B, see the cloud of mini-batch gradients around G shrink
     and the 1/B error curve, and read the learning rate a scaling rule gives for that B.
 
-    Built from precomputed results — ``cloud`` from :func:`batchlab.noise.gradient_cloud` and
-    ``stats`` from :func:`batchlab.noise.minibatch_error` — so a change only selects and redraws.
+    Built from precomputed results — ``cloud`` from :func:`batchlab.measure.noise.gradient_cloud` and
+    ``stats`` from :func:`batchlab.measure.noise.minibatch_error` — so a change only selects and redraws.
     One matplotlib figure (not registered with pyplot, so nothing accumulates or needs closing) is
     updated in place and blitted: only the moving points are redrawn, and the PNG (``.png``) is shown
     in ``.output``.

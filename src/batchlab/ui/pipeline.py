@@ -7,22 +7,22 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
-from ..batching import plan_batch
-from ..case import CASE_STUDY
-from ..checks import one_of
-from ..memory import DEVICE_MEMORY_GIB
-from ..pipeline_schedules import SCHEDULES, check_runnable, pipeline_timeline
-from ..presets import get_config
-from ..throughput import model_step
-from ..tune import tune
-from .style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
+from batchlab.formulas.batching import plan_batch
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.formulas.checks import one_of
+from batchlab.formulas.memory import DEVICE_MEMORY_GIB
+from batchlab.formulas.pipeline_schedules import SCHEDULES, check_runnable, pipeline_timeline
+from batchlab.formulas.presets import get_config
+from batchlab.formulas.throughput import model_step
+from batchlab.formulas.tune import tune
+from batchlab.ui.style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..pipeline_schedules import Timeline
-    from ..throughput import RateCurve
+    from batchlab.formulas.pipeline_schedules import Timeline
+    from batchlab.formulas.throughput import RateCurve
 
 __all__ = ["plot_pipeline_timeline", "plot_tradeoff", "TradeoffExplorer"]
 
@@ -74,9 +74,9 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
 
 def plot_tradeoff(candidates: list[dict], current: int, ax: "Axes | None" = None) -> "Figure":
     """Modelled tokens/s against micro-batch size, one point per candidate of
-    :func:`batchlab.tune.tune`: the current choice circled, the best that fits starred, sizes that do not
+    :func:`batchlab.formulas.tune.tune`: the current choice circled, the best that fits starred, sizes that do not
     fit in memory crossed in red. Each point is labelled with its bubble fraction."""
-    from .style import PALETTE as colours
+    from batchlab.ui.style import PALETTE as colours
 
     fig, ax = new_axes(ax, figsize=(5.4, 3.6))
     sizes = [c["micro_batch_size"] for c in candidates]
@@ -110,7 +110,7 @@ class TradeoffExplorer(widgets.VBox):
     step time and tokens/s for every micro-batch size that divides the batch, the best one that fits,
     the sizes the 4.3 memory model says do not fit, and the step's timeline.
 
-    Every number comes from :func:`batchlab.throughput.model_step` and :func:`batchlab.tune.tune` (which uses
+    Every number comes from :func:`batchlab.formulas.throughput.model_step` and :func:`batchlab.formulas.tune.tune` (which uses
     the 4.3 memory model);
     a change only recomputes them and redraws (``.png``, shown in ``.output``). Invalid input shows its
     message and keeps the last figure.
@@ -158,7 +158,7 @@ class TradeoffExplorer(widgets.VBox):
         self._update()
 
     def candidates(self, v: dict) -> dict:
-        """:func:`batchlab.tune.tune` for the controls' values: every runnable micro-batch size with its
+        """:func:`batchlab.formulas.tune.tune` for the controls' values: every runnable micro-batch size with its
         modelled step, memory fit, and the fastest that fits."""
         return tune(self.config, self.seq_len, v["global_batch"], v["pipeline_stages"], v["data_parallel"], self.curve,
                     schedule=v["schedule"], device_memory_gib=self.device_memory_gib)

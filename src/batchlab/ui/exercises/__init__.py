@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .base import Exercise
-from .chapter_4_1 import EXERCISES as _CHAPTER_4_1
-from .chapter_4_2 import EXERCISES as _CHAPTER_4_2
-from .chapter_4_3 import EXERCISES as _CHAPTER_4_3
-from .chapter_4_4 import EXERCISES as _CHAPTER_4_4
-from .chapter_4_5 import EXERCISES as _CHAPTER_4_5
-from .chapter_4_6 import EXERCISES as _CHAPTER_4_6
+from batchlab.ui.exercises.base import Exercise
+from batchlab.ui.exercises.chapter_4_1 import EXERCISES as _CHAPTER_4_1
+from batchlab.ui.exercises.chapter_4_2 import EXERCISES as _CHAPTER_4_2
+from batchlab.ui.exercises.chapter_4_3 import EXERCISES as _CHAPTER_4_3
+from batchlab.ui.exercises.chapter_4_4 import EXERCISES as _CHAPTER_4_4
+from batchlab.ui.exercises.chapter_4_5 import EXERCISES as _CHAPTER_4_5
+from batchlab.ui.exercises.chapter_4_6 import EXERCISES as _CHAPTER_4_6
 
 # Every exercise of the book by id ("4.1-3"); each chapter's set lives in its own module.
 EXERCISES: dict[str, Exercise] = {**_CHAPTER_4_1, **_CHAPTER_4_2, **_CHAPTER_4_3, **_CHAPTER_4_4, **_CHAPTER_4_5,

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import math
 
-from ...batching import plan_batch
-from ...case import CASE_STUDY
-from ...pipeline_schedules import bubble_fraction
-from ...sampling import expected_sq_error
-from ...scaling import scale_lr
-from .base import Exercise, nearest_choice
+from batchlab.formulas.batching import plan_batch
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.formulas.pipeline_schedules import bubble_fraction
+from batchlab.formulas.noise import expected_sq_error
+from batchlab.formulas.scaling import scale_lr
+from batchlab.ui.exercises.base import Exercise, nearest_choice
 
 __all__ = ["EXERCISES"]
 

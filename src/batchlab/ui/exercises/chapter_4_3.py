@@ -1,11 +1,11 @@
 """Exercises of chapter 4.3; answers are computed by batchlab when checked, never typed in."""
 from __future__ import annotations
 
-from ...case import CASE_STUDY
-from ...memory import GIB, MemorySettings, bytes_per_param, layer_activation_bytes, stage_memory
-from ...pipeline_schedules import in_flight_microbatches
-from ...presets import get_config
-from .base import Exercise
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.formulas.memory import GIB, MemorySettings, bytes_per_param, layer_activation_bytes, stage_memory
+from batchlab.formulas.pipeline_schedules import in_flight_microbatches
+from batchlab.formulas.presets import get_config
+from batchlab.ui.exercises.base import Exercise
 
 __all__ = ["EXERCISES"]
 

@@ -1,10 +1,10 @@
 """Exercises of chapter 4.4; answers are computed by batchlab when checked, never typed in."""
 from __future__ import annotations
 
-from ...case import CASE_STUDY
-from ...roofline import arithmetic_intensity, element_bytes, matmul_flops, tokens_per_matmul
-from ...throughput import RateCurve, model_step
-from .base import Exercise
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.formulas.roofline import arithmetic_intensity, element_bytes, matmul_flops, tokens_per_matmul
+from batchlab.formulas.throughput import RateCurve, model_step
+from batchlab.ui.exercises.base import Exercise
 
 __all__ = ["EXERCISES"]
 

@@ -1,12 +1,12 @@
 """Exercises of chapter 4.5 (a lab: tune another case); answers are computed by batchlab when checked."""
 from __future__ import annotations
 
-from ...audit import implied_mfu
-from ...case import CASE_STUDY, CaseConfig
-from ...roofline import DEVICE_PRESETS
-from ...throughput import model_flops_per_token
-from ...tune import roofline_curve, tune
-from .base import Exercise, nearest_choice
+from batchlab.lecture.audit import implied_mfu
+from batchlab.lecture.case import CASE_STUDY, CaseConfig
+from batchlab.formulas.roofline import DEVICE_PRESETS
+from batchlab.formulas.throughput import model_flops_per_token
+from batchlab.formulas.tune import roofline_curve, tune
+from batchlab.ui.exercises.base import Exercise, nearest_choice
 
 __all__ = ["EXERCISES", "LAB_CASE"]
 
@@ -49,7 +49,7 @@ EXERCISES: dict[str, Exercise] = {
         decimals=1,
     ),
     "4.5-4": Exercise(
-        "用 batchlab.tune.tune（910B 屋顶线低端作为速率曲线，默认 1F1B、不重计算、64 GiB）给练习案例调参，"
+        "用 batchlab.formulas.tune.tune（910B 屋顶线低端作为速率曲线，默认 1F1B、不重计算、64 GiB）给练习案例调参，"
         "推荐的微批次大小是多少？",
         _lab_recommendation,
         "python -m batchlab tune --model gpt2-large --seq-len 1024 --global-batch 128 "

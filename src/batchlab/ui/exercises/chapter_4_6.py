@@ -1,19 +1,19 @@
 """Exercises of chapter 4.6 (the four misconceptions); answers are computed by batchlab when checked."""
 from __future__ import annotations
 
-from ...batching import token_weights
-from ...case import CASE_STUDY, CASE_STUDY_TUNED
-from ...comm import allreduce_bytes, step_communication
-from ...effects import EFFECTS, MEMORY_EFFECT, batch_effects, effect_ratios
-from ...roofline import DEVICE_PRESETS
-from ...scaling import scale_lr
-from ...tune import roofline_curve
-from ...verdicts import unchanged
-from .base import Exercise
+from batchlab.formulas.batching import token_weights
+from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
+from batchlab.formulas.comm import allreduce_bytes, step_communication
+from batchlab.formulas.effects import EFFECTS, MEMORY_EFFECT, batch_effects, effect_ratios
+from batchlab.formulas.roofline import DEVICE_PRESETS
+from batchlab.formulas.scaling import scale_lr
+from batchlab.formulas.tune import roofline_curve
+from batchlab.lecture.verdicts import unchanged
+from batchlab.ui.exercises.base import Exercise
 
 __all__ = ["EXERCISES", "UNCHANGED_CHOICES"]
 
-# Choice letters of 4.6-3 → the quantity of batchlab.effects.EFFECTS each names.
+# Choice letters of 4.6-3 → the quantity of batchlab.formulas.effects.EFFECTS each names.
 UNCHANGED_CHOICES: dict[str, str] = {"A": "p2p_messages", "B": "bubble_fraction", "C": "allreduce_mib_per_sample",
                                      "D": MEMORY_EFFECT}
 

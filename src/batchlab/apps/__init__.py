@@ -1,0 +1,1 @@
+"""The applications that join the arms: ``python -m batchlab`` (``cli``) and grading a class's notebooks (``grade``)."""

@@ -1,0 +1,65 @@
+"""Everything one batch configuration sets, side by side (4.6, 误区一: "batch size only affects memory").
+
+:func:`batch_effects` gathers, for one training job, the quantities the book's chapters model one at a
+time: the busiest stage's peak memory (4.3), the matmul efficiency at M = micro-batch × sequence rows
+(4.4), the pipeline bubble (4.4) and the communication of one step (:mod:`batchlab.formulas.comm`). Steps to a
+target loss cannot be computed from shapes; the chapter measures them on a small model and adds them
+under the key ``"steps_to_target"``. :func:`effect_ratios` divides two such dicts, which is what
+:func:`batchlab.lecture.verdicts.only_memory_moves` judges.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from batchlab.formulas.comm import step_communication
+from batchlab.formulas.memory import GIB, DEVICE_MEMORY_GIB, MemorySettings, stage_memory
+from batchlab.formulas.presets import GPTConfig
+from batchlab.formulas.throughput import RateCurve, model_step
+
+__all__ = ["EFFECTS", "MEMORY_EFFECT", "batch_effects", "effect_ratios"]
+
+# What a batch configuration moves, in code (keys) and as readers see them (values).
+EFFECTS: dict[str, str] = {
+    "steps_to_target": "达到目标损失的步数",
+    "peak_memory_gib": "最满阶段的显存（GiB）",
+    "matmul_efficiency": "矩阵乘法效率",
+    "bubble_fraction": "气泡占比",
+    "p2p_messages": "每步点对点消息数",
+    "allreduce_mib_per_sample": "每个样本分摊的 All-Reduce（MiB）",
+}
+MEMORY_EFFECT = "peak_memory_gib"
+
+
+def batch_effects(config: GPTConfig, seq_len: int, global_batch: int, micro_batch_size: int, pipeline_stages: int,
+                  data_parallel: int, curve: RateCurve, schedule: str = "1f1b",
+                  settings: MemorySettings | None = None,
+                  device_memory_gib: float = DEVICE_MEMORY_GIB) -> dict[str, float]:
+    """The shape-determined entries of :data:`EFFECTS` for one job (all but ``"steps_to_target"``).
+
+    ``settings`` default: 16-bit mixed precision, Adam, no recomputation, with ``data_parallel`` replicas.
+    """
+    settings = settings or MemorySettings(data_parallel=data_parallel)
+    step = model_step(config, seq_len, global_batch, micro_batch_size, pipeline_stages, data_parallel, curve,
+                      schedule)
+    memory = stage_memory(config, pipeline_stages, micro_batch_size, seq_len, step.num_microbatches, schedule,
+                          settings, device_memory_gib)
+    comm = step_communication(config, seq_len, global_batch, micro_batch_size, pipeline_stages, data_parallel,
+                              settings.precision)
+    return {
+        "peak_memory_gib": max(memory.peak_bytes_per_stage) / GIB,
+        "matmul_efficiency": step.matmul_efficiency,
+        "bubble_fraction": step.bubble_fraction,
+        "p2p_messages": comm.p2p_messages,
+        "allreduce_mib_per_sample": comm.allreduce_bytes_per_sample / 2**20,
+    }
+
+
+def effect_ratios(new: Mapping[str, float], old: Mapping[str, float]) -> dict[str, float]:
+    """new / old for every key of :data:`EFFECTS` present in both (in :data:`EFFECTS` order)."""
+    shared = [k for k in EFFECTS if k in new and k in old]
+    if not shared:
+        raise ValueError(f"两组结果没有共同的量：{sorted(new)} 与 {sorted(old)}")
+    for k in shared:
+        if not old[k] > 0:
+            raise ValueError(f"{k} = {old[k]!r}：作分母的原值必须为正")
+    return {k: new[k] / old[k] for k in shared}

@@ -1,0 +1,196 @@
+"""Pipeline micro-batch schedules as plain numbers: who runs what, when, and how much is idle.
+
+Pure math, no torch. ``schedule_order`` lists each stage's operations in the order a schedule
+issues them (GPipe: Huang et al. 2019; 1F1B: PipeDream-Flush, Narayanan et al. 2021), and
+``simulate`` replays them under their data dependencies with given op costs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from batchlab.formulas.checks import one_of, positive, whole
+
+__all__ = [
+    "ScheduleName", "SCHEDULES", "Op", "Timeline", "bubble_fraction", "bubble_overhead",
+    "in_flight_microbatches", "schedule_order", "check_runnable", "simulate", "pipeline_timeline",
+]
+
+ScheduleName = Literal["gpipe", "1f1b"]
+# The schedules' names in code (keys) and as readers see them (values); plots, widgets and the CLI
+# read this one table.
+SCHEDULES: dict[str, str] = {"gpipe": "GPipe", "1f1b": "1F1B"}
+
+
+def bubble_fraction(pipeline_stages: int, num_microbatches: int) -> float:
+    """Idle share of a pipeline step, (p − 1)/(m + p − 1), as in GPipe and the lecture (原文).
+
+    With uniform stage costs, each of the p stages is busy for m slots out of m + p − 1.
+    """
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
+    return (p - 1) / (m + p - 1)
+
+
+def in_flight_microbatches(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[int]:
+    """Per stage s (0 = first), the most micro-batches whose activations it holds at once.
+
+    GPipe runs every forward before any backward, so every stage holds all m. 1F1B lets stage s run
+    p − s − 1 warm-up forwards, then alternates one forward with one backward, so it holds
+    min(p − s, m). This count, not the global batch, multiplies a stage's activation memory (4.3).
+    The simulator's :meth:`Timeline.peak_in_flight` must agree (a property test checks it).
+    """
+    one_of("schedule", schedule, SCHEDULES)
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
+    if schedule == "gpipe":
+        return [m] * p
+    return [min(p - s, m) for s in range(p)]
+
+
+def bubble_overhead(pipeline_stages: int, num_microbatches: int) -> float:
+    """Bubble time relative to useful compute, (p − 1)/m — the form Megatron-LM reports.
+
+    Same bubble, other denominator: bubble_fraction = overhead / (1 + overhead).
+    """
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
+    return (p - 1) / m
+
+
+@dataclass(frozen=True)
+class Op:
+    stage: int
+    microbatch: int
+    kind: Literal["F", "B"]
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Timeline:
+    schedule: str
+    pipeline_stages: int
+    num_microbatches: int
+    ops: tuple[Op, ...]
+
+    @property
+    def makespan(self) -> float:
+        return max(op.end for op in self.ops)
+
+    @property
+    def idle_fraction(self) -> float:
+        """The bubble read off this timeline: 1 − busy time / (stages × makespan). Equals the formula
+        :func:`bubble_fraction` when op costs are uniform; with real (measured) costs it need not."""
+        busy = sum(op.end - op.start for op in self.ops)
+        return 1.0 - busy / (self.pipeline_stages * self.makespan)
+
+    def peak_in_flight(self) -> list[int]:
+        """Per stage, the most micro-batches whose activations are held at once (forward done,
+        backward not yet): what decides activation memory in 4.3. Compare
+        :func:`in_flight_microbatches`, the closed form."""
+        peaks = []
+        for s in range(self.pipeline_stages):
+            held = peak = 0
+            for op in sorted((o for o in self.ops if o.stage == s), key=lambda o: o.start):
+                held += 1 if op.kind == "F" else -1
+                peak = max(peak, held)
+            peaks.append(peak)
+        return peaks
+
+
+def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[list[tuple[str, int]]]:
+    """Each stage's operations, in issue order, as ("F" | "B", microbatch) pairs."""
+    one_of("schedule", schedule, SCHEDULES)
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
+    if schedule == "gpipe":
+        return [[("F", i) for i in range(m)] + [("B", i) for i in range(m)] for _ in range(p)]
+    orders = []  # 1F1B
+    for s in range(p):
+        warmup = min(p - s - 1, m)
+        order = [("F", i) for i in range(warmup)]
+        for j in range(m - warmup):
+            order += [("F", warmup + j), ("B", j)]
+        order += [("B", j) for j in range(m - warmup, m)]
+        orders.append(order)
+    return orders
+
+
+def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> None:
+    """Raise ValueError unless a real pipeline (:mod:`batchlab.measure.pipeline_local`) can run this schedule.
+
+    Beyond the argument checks, one rule: 1F1B needs m ≥ p micro-batches. Its order above is defined
+    for any m, but ``torch.distributed.pipelining.Schedule1F1B`` refuses m < p, and with m < p the
+    steady 1F1B phase never starts (the schedule degenerates to GPipe), so both runtimes of 4.4 reject it.
+    """
+    one_of("schedule", schedule, SCHEDULES)
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
+    if schedule == "1f1b" and m < p:
+        raise ValueError(f"num_microbatches = {m}：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = {p}"
+                         "（torch.distributed.pipelining 的 Schedule1F1B 同样拒绝 m < p）")
+
+
+def simulate(
+    orders: list[list[tuple[str, int]]],
+    forward_time: float = 1.0,
+    backward_time: float = 2.0,
+    durations: dict[tuple[str, int, int], float] | None = None,
+) -> tuple[Op, ...]:
+    """Replay per-stage orders: an op starts when its stage is free and its input has arrived.
+
+    F(s, i) needs F(s−1, i); B(s, i) needs B(s+1, i), or F(s, i) on the last stage.
+    Communication is free here; the measured pipelines of 4.4 add it back.
+
+    ``durations`` (optional) gives each op its own cost, keyed ``(kind, stage, microbatch)``, e.g. the
+    per-op times measured in one process by :func:`batchlab.measure.pipeline_local.run_pipeline_local`; it then
+    replaces ``forward_time`` and ``backward_time`` and must cover every op.
+    """
+    forward_time = positive("forward_time", forward_time)
+    backward_time = positive("backward_time", backward_time)
+    p = len(orders)
+    done: dict[tuple[str, int, int], float] = {}
+    cursor = [0] * p
+    free_at = [0.0] * p
+    ops: list[Op] = []
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progressed = False
+        for s in range(p):
+            while cursor[s] < len(orders[s]):
+                kind, i = orders[s][cursor[s]]
+                if kind == "F":
+                    dep = ("F", s - 1, i) if s > 0 else None
+                else:
+                    dep = ("B", s + 1, i) if s < p - 1 else ("F", s, i)
+                if dep is not None and dep not in done:
+                    break
+                start = max(free_at[s], done[dep] if dep else 0.0)
+                if durations is None:
+                    cost = forward_time if kind == "F" else backward_time
+                elif (kind, s, i) in durations:
+                    cost = positive(f"durations[{(kind, s, i)!r}]", durations[(kind, s, i)])
+                else:
+                    raise ValueError(f"durations 缺少操作 {(kind, s, i)!r}：必须为每个操作给出耗时")
+                end = start + cost
+                done[(kind, s, i)] = free_at[s] = end
+                ops.append(Op(stage=s, microbatch=i, kind=kind, start=start, end=end))
+                cursor[s] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise ValueError("调度死锁：某个阶段在等待一个永远不会执行的操作")
+    return tuple(ops)
+
+
+def pipeline_timeline(
+    schedule: ScheduleName,
+    pipeline_stages: int,
+    num_microbatches: int,
+    forward_time: float = 1.0,
+    backward_time: float = 2.0,
+) -> Timeline:
+    """Simulated timeline of one optimizer step of ``schedule``."""
+    orders = schedule_order(schedule, pipeline_stages, num_microbatches)
+    return Timeline(schedule, pipeline_stages, num_microbatches, simulate(orders, forward_time, backward_time))

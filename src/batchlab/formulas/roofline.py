@@ -1,0 +1,152 @@
+"""The roofline model of one matrix multiplication, as plain numbers (pure math, no torch).
+
+A matmul ``[M, K] × [K, N]`` does 2·M·K·N floating-point operations (one multiply and one add per
+term) and, if each operand is read from memory once and the result written once, moves
+``element_bytes·(M·K + K·N + M·N)`` bytes. Their ratio, the *arithmetic intensity* (FLOP per byte),
+decides which wall a device hits first (Williams, Waterman & Patterson 2009):
+
+    attainable FLOP/s = min(peak FLOP/s, intensity × memory bandwidth)
+
+Below the *ridge point* peak / bandwidth the matmul waits for memory; above it the compute units are
+the limit. With K·N fixed (the weight matrix), intensity grows with M, the rows: in a transformer
+M = micro-batch × sequence length (:func:`tokens_per_matmul`), which is why a micro-batch of 2 at
+sequence length 1024 already gives M = 2048 rows.
+
+Device peaks are **parameters, not facts**: :data:`DEVICE_PRESETS` carries each figure with its source,
+and a range where sources disagree (see :class:`DevicePeak`). Measure your own device with
+:func:`batchlab.measure.matmul.measure_ceilings`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from batchlab.formulas.checks import one_of, positive, whole
+
+__all__ = ["ELEMENT_BYTES", "element_bytes", "matmul_flops", "matmul_bytes", "arithmetic_intensity",
+           "ridge_point", "roofline_flops", "tokens_per_matmul", "DevicePeak", "DEVICE_PRESETS"]
+
+ELEMENT_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
+"""Bytes per element of the dtypes the book benchmarks."""
+
+
+def element_bytes(dtype: str) -> int:
+    """Bytes per element of ``dtype`` (``"float32"``, ``"bfloat16"`` or ``"float16"``)."""
+    return ELEMENT_BYTES[one_of("dtype", dtype, ELEMENT_BYTES)]
+
+
+def matmul_flops(m: int, k: int, n: int) -> int:
+    """FLOPs of ``[m, k] × [k, n]``: 2·m·k·n (each of the m·n outputs is k multiplies and k adds)."""
+    return 2 * whole("m", m) * whole("k", k) * whole("n", n)
+
+
+def matmul_bytes(m: int, k: int, n: int, element_bytes: float) -> float:
+    """Bytes moved by ``[m, k] × [k, n]`` if each operand is read once and the result written once:
+    element_bytes·(m·k + k·n + m·n). A lower bound on the traffic: a kernel that re-reads tiles moves more."""
+    m, k, n = whole("m", m), whole("k", k), whole("n", n)
+    positive("element_bytes", element_bytes)
+    return element_bytes * (m * k + k * n + m * n)
+
+
+def arithmetic_intensity(m: int, k: int, n: int, element_bytes: float) -> float:
+    """FLOP per byte of ``[m, k] × [k, n]``: :func:`matmul_flops` / :func:`matmul_bytes`."""
+    return matmul_flops(m, k, n) / matmul_bytes(m, k, n, element_bytes)
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """The intensity (FLOP/byte) where the memory roof meets the compute roof: peak / bandwidth."""
+    return positive("peak_flops", peak_flops) / positive("bandwidth", bandwidth)
+
+
+def roofline_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """Attainable FLOP/s at ``intensity`` (FLOP/byte): min(peak, intensity × bandwidth (bytes/s))."""
+    intensity = positive("intensity", intensity)
+    peak, bandwidth = positive("peak_flops", peak_flops), positive("bandwidth", bandwidth)
+    return min(peak, intensity * bandwidth)
+
+
+def tokens_per_matmul(micro_batch_size: int, seq_len: int) -> int:
+    """Rows M of a transformer's linear-layer matmuls: micro-batch × sequence length.
+
+    Every token of every sequence of the micro-batch is one row of ``[M, d_model] × [d_model, ·]``, so
+    a micro-batch of 2 at sequence length 1024 is already M = 2048 rows, far from the M = 1 of decoding.
+    """
+    return whole("micro_batch_size", micro_batch_size) * whole("seq_len", seq_len)
+
+
+def _low_high(name: str, value: float | tuple[float, float]) -> tuple[float, float]:
+    pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(pair) != 2:
+        raise ValueError(f"{name} = {value!r}：必须是一个正数或 (下限, 上限) 两个正数")
+    low, high = pair
+    low, high = positive(f"{name} 下限", low), positive(f"{name} 上限", high)
+    if low > high:
+        raise ValueError(f"{name} = ({low!r}, {high!r})：下限不能大于上限")
+    return low, high
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    """A device's two roofs, each as a range (low, high) because published figures disagree.
+
+    ``peak_flops`` in FLOP/s and ``memory_bandwidth`` in bytes/s take a ``(low, high)`` pair or a single
+    number (low = high); ``source`` says where each figure comes from; ``precision`` is the dtype the
+    peak refers to. These are parameters to reason with, not measurements.
+    """
+
+    name: str
+    peak_flops: tuple[float, float]
+    memory_bandwidth: tuple[float, float]
+    source: str
+    precision: str = "fp16"
+
+    def __post_init__(self) -> None:
+        # frozen: normalise through object.__setattr__ so a single number becomes (value, value)
+        object.__setattr__(self, "peak_flops", _low_high("peak_flops", self.peak_flops))
+        object.__setattr__(self, "memory_bandwidth", _low_high("memory_bandwidth", self.memory_bandwidth))
+        if not str(self.source).strip():
+            raise ValueError(f"{self.name} 的 source = {self.source!r}：必须写明数据来源")
+
+    @property
+    def ridge_range(self) -> tuple[float, float]:
+        """The smallest and largest ridge point the ranges allow: (peak_low / bw_high, peak_high / bw_low)."""
+        return (ridge_point(self.peak_flops[0], self.memory_bandwidth[1]),
+                ridge_point(self.peak_flops[1], self.memory_bandwidth[0]))
+
+    def attainable(self, intensity: float) -> tuple[float, float]:
+        """Attainable FLOP/s at ``intensity`` with both roofs low, and with both high."""
+        return (roofline_flops(intensity, self.peak_flops[0], self.memory_bandwidth[0]),
+                roofline_flops(intensity, self.peak_flops[1], self.memory_bandwidth[1]))
+
+
+DEVICE_PRESETS: dict[str, DevicePeak] = {
+    # No official Huawei datasheet for the 910B is public; secondary sources disagree by 1.5× on the
+    # compute peak and 4× on bandwidth, so the preset carries the whole range and says where each end
+    # comes from. Replace it with your card's figures or with measure_ceilings() on the card.
+    "ascend-910b": DevicePeak(
+        name="Ascend 910B",
+        peak_flops=(256e12, 376e12),
+        memory_bandwidth=(0.4e12, 1.6e12),
+        precision="fp16",
+        source=("secondary sources, no official datasheet. FP16: 256 TFLOPS is Huawei's 2019 launch figure for "
+                "the original Ascend 910; 280 TFLOPS (Gitee AI compute docs, ai.gitee.com), ~320 TFLOPS (press "
+                "comparisons, e.g. boardor.com) and up to 376 TFLOPS are quoted for 910B variants. HBM2e bandwidth: "
+                "400 GB/s (boardor.com) and 1.2 TB/s (oryoy.com) in different articles; 1.6 TB/s = four HBM2e stacks "
+                "at JEDEC's 410 GB/s each. Treat as parameters."),
+    ),
+    "generic": DevicePeak(
+        name="generic accelerator",
+        peak_flops=100e12,
+        memory_bandwidth=1e12,
+        precision="fp16",
+        source="round numbers for teaching (100 TFLOP/s, 1 TB/s, ridge 100 FLOP/byte), not a real device",
+    ),
+    "a100-sxm-80gb": DevicePeak(
+        name="NVIDIA A100 SXM 80GB",
+        peak_flops=312e12,
+        memory_bandwidth=2.039e12,
+        precision="fp16/bf16 tensor core, dense",
+        source="NVIDIA A100 datasheet: 312 TFLOPS FP16/BF16 tensor (dense), 2,039 GB/s HBM2e (80GB SXM)",
+    ),
+}
+"""Published peaks by preset name, each with its source. Parameters, not facts: where sources disagree
+(the 910B) the preset holds the whole range, and the ridge point becomes a range too."""

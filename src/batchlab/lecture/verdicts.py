@@ -1,0 +1,121 @@
+"""Criteria that decide whether a claim of the lecture (原文) holds, as plain numbers (pure math, no torch).
+
+A chapter states its criterion in prose *before* the measurement, then calls one of these functions
+on the measured numbers; the tests feed each one a contrary measurement and see the verdict flip.
+:data:`VERDICT` holds the words readers see.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from batchlab.formulas.checks import nonnegative, positive, whole
+from batchlab.formulas.fit import least_squares_line
+
+__all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
+           "samples_to_target", "holds_in_every_seed", "unchanged", "only_memory_moves", "same_update",
+           "best_rate_grows", "UNCHANGED_TOLERANCE"]
+
+VERDICT: dict[bool, str] = {True: "成立", False: "不成立"}
+
+
+def loss_at_samples(samples: Sequence[int], losses: Sequence[float], budget: int) -> float:
+    """The loss a run had after ``budget`` samples: its last evaluation at or before that many samples.
+    Raises if the run was never evaluated by then (so a comparison is never made on missing data)."""
+    whole("budget", budget, 0)
+    if len(samples) != len(losses):
+        raise ValueError(f"samples 有 {len(samples)} 个、losses 有 {len(losses)} 个：必须一一对应")
+    seen = [loss for s, loss in zip(samples, losses) if s <= budget]
+    if not seen:
+        raise ValueError(f"budget = {budget}：这次运行在 {budget} 个样本之前没有任何评估")
+    return seen[-1]
+
+
+def lowest_at_budgets(curves: Mapping[int, tuple[Sequence[int], Sequence[float]]], budgets: Sequence[int]) -> bool:
+    """True if the run with the smallest batch size (the smallest key of ``curves``, each value a
+    (samples seen, eval loss) pair of lists) has the strictly lowest loss at every sample budget."""
+    if len(curves) < 2 or not budgets:
+        raise ValueError("需要至少两次运行和一个样本预算才能比较")
+    smallest = min(curves)
+    for budget in budgets:
+        at = {b: loss_at_samples(*curves[b], budget) for b in curves}
+        if any(at[b] <= at[smallest] for b in at if b != smallest):
+            return False
+    return True
+
+
+def count_rises(losses: Sequence[float], tolerance: float = 0.0) -> int:
+    """How often a loss is higher than the one evaluated just before it (by more than ``tolerance``)."""
+    nonnegative("tolerance", tolerance)
+    return sum(later > earlier + tolerance for earlier, later in zip(losses, losses[1:]))
+
+
+def in_band(value: float, low: float, high: float) -> bool:
+    """low ≤ value ≤ high."""
+    if low > high:
+        raise ValueError(f"区间 [{low}, {high}] 的下界大于上界")
+    return low <= value <= high
+
+
+def beats(candidate: float, others: Sequence[float]) -> bool:
+    """True if ``candidate`` (a loss) is strictly lower than every one of ``others``."""
+    if not others:
+        raise ValueError("others 为空：没有可比较的对象")
+    return all(candidate < other for other in others)
+
+
+def samples_to_target(samples: Sequence[int], losses: Sequence[float], target: float) -> int | None:
+    """Samples seen at the first evaluation whose loss is at most ``target`` (None if never)."""
+    return next((s for s, loss in zip(samples, losses) if loss <= target), None)
+
+
+def holds_in_every_seed(per_seed: Sequence[bool]) -> bool:
+    """A ranking that holds for each random seed tried (and at least one was tried)."""
+    if not per_seed:
+        raise ValueError("per_seed 为空：至少需要一个随机种子的结果")
+    return all(per_seed)
+
+
+def straight_line_residual(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Largest distance of the points from their least-squares straight line, relative to the largest
+    |y|: 0 for points exactly on a line. The criterion behind "activations grow linearly in B" (4.3)."""
+    if len(xs) < 3:
+        raise ValueError(f"需要至少 3 个点才能判断是不是直线，收到 {len(xs)} 个")
+    intercept, slope = least_squares_line(xs, ys)
+    scale = max(abs(y) for y in ys) or 1.0
+    return max(abs(y - (intercept + slope * x)) for x, y in zip(xs, ys)) / scale
+
+
+UNCHANGED_TOLERANCE = 0.05
+"""How far (±, as a fraction) a quantity may move and still count as unchanged (4.6, 误区一)."""
+
+
+def unchanged(ratio: float, tolerance: float = UNCHANGED_TOLERANCE) -> bool:
+    """A quantity that moved by the factor ``ratio`` (new / old) stayed within ±``tolerance`` of itself."""
+    nonnegative("tolerance", tolerance)
+    return abs(positive("ratio", ratio) - 1.0) <= tolerance
+
+
+def only_memory_moves(ratios: Mapping[str, float], memory: str, tolerance: float = UNCHANGED_TOLERANCE) -> bool:
+    """The claim "batch size only affects memory" (原文 4.6, 误区一) for one change of batch: every quantity
+    in ``ratios`` (new / old) other than the ``memory`` one stayed within ±``tolerance``."""
+    if memory not in ratios:
+        raise ValueError(f"memory = {memory!r} 不在 ratios 的键 {list(ratios)} 中")
+    others = {name: r for name, r in ratios.items() if name != memory}
+    if not others:
+        raise ValueError("ratios 里除了显存没有别的量：无从判断“只影响显存”")
+    return all(unchanged(r, tolerance) for r in others.values())
+
+
+def same_update(relative_gap: float, tolerance: float = 1e-5) -> bool:
+    """Two ways of computing one update agree: their largest gradient difference, relative to the
+    largest gradient entry, is at most ``tolerance`` (float32 rounding is ~1e-7)."""
+    return nonnegative("relative_gap", relative_gap) <= nonnegative("tolerance", tolerance)
+
+
+def best_rate_grows(best_lr: Mapping[int, float]) -> bool:
+    """The best learning rate (value) never falls as the batch size (key) grows, and the largest batch's
+    is strictly higher than the smallest's: the coupling of 原文 4.6 误区四."""
+    if len(best_lr) < 2:
+        raise ValueError("需要至少两个批大小的最优学习率才能比较")
+    rates = [positive("best_lr", best_lr[b]) for b in sorted(best_lr)]
+    return all(a <= b for a, b in zip(rates, rates[1:])) and rates[-1] > rates[0]

@@ -1,0 +1,210 @@
+"""Time ``[M, K] × [K, N]`` matmuls on the reader's device: the rate curve behind "bigger micro-batches
+run the device better", and the device's two roofs (compute and memory) for :mod:`batchlab.formulas.roofline`.
+
+* :func:`bench_matmul` — seconds and TFLOP/s per M, best of several samples, each sample calibrated to
+  last at least ``min_seconds``; inputs and output are allocated once per shape, so only the matmul is
+  timed. :func:`efficiency` turns the rows into fractions of the best rate.
+* :func:`bare_matmul_seconds` — the same matmul in a plain loop without the harness, to check that
+  the harness adds nothing.
+* :func:`measure_ceilings` — the best FLOP/s of a large square matmul and the bandwidth of a large
+  tensor copy: this device's measured roofline and ridge point.
+
+Timing goes through :mod:`batchlab.measure.device` (``timed_region``: device events on cuda/npu, synchronised
+``perf_counter`` on the CPU), so kernels queued on an accelerator are counted, not just their launch.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Sequence
+
+import torch
+
+from batchlab.formulas.checks import one_of, positive, whole
+from batchlab.measure.device import as_device, device_name, synchronize, timed_region
+from batchlab.formulas.roofline import ELEMENT_BYTES, matmul_flops, ridge_point
+
+__all__ = ["DTYPES", "DEFAULT_MS", "bench_matmul", "efficiency", "bare_matmul_seconds", "measure_ceilings"]
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DEFAULT_MS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+"""The rows M of the default sweep: powers of two up to the lecture's 128."""
+SEED = 0
+_MAX_CALLS = 1 << 20  # a ceiling for the calibration, far above any real need
+
+
+def _torch_dtype(dtype: str) -> torch.dtype:
+    return DTYPES[one_of("dtype", dtype, DTYPES)]
+
+
+def _cpu_has_fp16_kernel() -> bool:
+    # Private oneDNN probe; if a future torch drops it, assume yes and let the probe matmul decide.
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_fp16_supported())
+    except Exception:
+        return True
+
+
+def _check_dtype_runs(dtype: str, device: torch.device) -> torch.dtype:
+    """The torch dtype of ``dtype`` after checking ``device`` can multiply matrices in it; else ValueError."""
+    torch_dtype = _torch_dtype(dtype)
+    if device.type == "cpu" and torch_dtype is torch.float16 and not _cpu_has_fp16_kernel():
+        # torch does run fp16 matmuls here, through a generic loop about 1000× slower than fp32
+        # (0.3 GFLOP/s measured on an AVX-512 EPYC): a curve of that loop says nothing about the hardware.
+        raise ValueError("dtype = 'float16'：这台 CPU 没有 float16 矩阵乘法内核（oneDNN 不支持），"
+                         "torch 只能退回到慢上千倍的通用循环，测不出硬件的曲线；请改用 float32 或 bfloat16")
+    try:
+        probe = torch.ones(2, 2, dtype=torch_dtype, device=device)
+        torch.matmul(probe, probe)
+        synchronize(device)
+    except (RuntimeError, TypeError) as err:
+        first_line = (str(err).splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"dtype = {dtype!r}：设备 {device} 上不能做矩阵乘法（{first_line}）") from err
+    return torch_dtype
+
+
+def _random(shape: tuple[int, ...], generator: torch.Generator, dtype: torch.dtype,
+            device: torch.device) -> torch.Tensor:
+    # Drawn on the CPU, then moved: a CPU generator works for every backend (npu included) and
+    # gives the same numbers everywhere.
+    return torch.randn(shape, generator=generator).to(device=device, dtype=dtype)
+
+
+def _seconds_per_call(fn: Callable[[], object], device: torch.device, repeats: int,
+                      min_seconds: float) -> tuple[float, int]:
+    """(seconds per call, calls per sample): the best of ``repeats`` samples, each calling ``fn`` often
+    enough to last ≥ ``min_seconds``, so timer resolution and launch jitter stay small against it."""
+
+    def run(calls: int) -> float:
+        with timed_region(device) as timing:
+            for _ in range(calls):
+                fn()
+        return timing.seconds
+
+    fn()  # warm-up: the first call pays for kernel selection, lazy initialisation, page faults
+    synchronize(device)
+    # Calibrate on the *fastest* per-call time seen, over at least three runs at the final count: on a
+    # busy machine one parallel matmul can lose a whole scheduler slice (~16 ms measured on a shared
+    # 2-core VM for a 15 µs matmul), and trusting that one run would leave samples of a single call.
+    runs: list[tuple[int, float]] = []
+    calls, fastest = 1, math.inf
+    while True:
+        seconds = run(calls)
+        runs.append((calls, seconds))
+        fastest = min(fastest, seconds / calls)
+        needed = min(_MAX_CALLS, math.ceil(min_seconds / max(fastest, 1e-12)))
+        if calls < needed:
+            # aim 20% past the target so the next runs usually land; at least double to converge fast
+            calls = min(_MAX_CALLS, max(2 * calls, math.ceil(1.2 * needed)))
+        elif sum(c == calls for c, _ in runs) >= min(3, repeats):
+            break
+    # Runs at the final count are already samples; time the rest.
+    samples = [seconds for c, seconds in runs if c == calls]
+    samples += [run(calls) for _ in range(repeats - len(samples))]
+    return min(samples) / calls, calls
+
+
+def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, dtype: str = "float32",
+                 device: torch.device | str | None = None, repeats: int = 5, min_seconds: float = 0.01) -> dict:
+    """Time ``[m, k] × [k, n]`` for every ``m`` in ``ms`` on ``device`` (default: :func:`select_device`).
+
+    Returns ``{"device", "device_name", "dtype", "threads", "repeats", "min_seconds", "results"}`` with one
+    row ``{"m", "k", "n", "seconds", "tflops"}`` per ``m``: ``seconds`` per matmul, the best of ``repeats``
+    samples. The ``[k, n]`` matrix (the weight) is shared by all rows, as in a layer.
+
+    Raises:
+        ValueError: a size, ``repeats`` or ``min_seconds`` out of range, a dtype other than
+            ``float32``/``bfloat16``/``float16``, or one the device cannot multiply in.
+    """
+    one_of("dtype", dtype, DTYPES)  # before touching the device: a typo answers instantly
+    ms = [whole("m", m) for m in ms]
+    if not ms:
+        raise ValueError("ms = []：至少要给一个 m")
+    k, n, repeats = whole("k", k), whole("n", n), whole("repeats", repeats)
+    min_seconds = positive("min_seconds", min_seconds)
+    device = as_device(device)
+    torch_dtype = _check_dtype_runs(dtype, device)
+
+    generator = torch.Generator().manual_seed(SEED)
+    weight = _random((k, n), generator, torch_dtype, device)
+    results = []
+    for m in ms:
+        a = _random((m, k), generator, torch_dtype, device)
+        out = torch.empty((m, n), dtype=torch_dtype, device=device)
+        seconds, _ = _seconds_per_call(lambda: torch.matmul(a, weight, out=out), device, repeats, min_seconds)
+        results.append({"m": m, "k": k, "n": n, "seconds": seconds,
+                        "tflops": matmul_flops(m, k, n) / seconds / 1e12})
+        del a, out  # free this shape before the next one is allocated
+    return {"device": str(device), "device_name": device_name(device), "dtype": dtype,
+            "threads": torch.get_num_threads(), "repeats": repeats, "min_seconds": min_seconds,
+            "results": results}
+
+
+def efficiency(results: Sequence[dict]) -> list[float]:
+    """Each row's TFLOP/s as a fraction of the best row's (1.0 for the best)."""
+    if not results:
+        raise ValueError("results = []：至少要有一行测量结果")
+    best = max(positive("tflops", row["tflops"]) for row in results)
+    return [row["tflops"] / best for row in results]
+
+
+def bare_matmul_seconds(m: int, k: int, n: int, dtype: str = "float32", device: torch.device | str | None = None,
+                        number: int = 10, repeats: int = 3) -> float:
+    """Seconds per ``torch.matmul(a, b)`` in a plain loop (new output each call, no calibration, no
+    ``timed_region``): the reference :func:`bench_matmul` must agree with. Best of ``repeats`` loops
+    of ``number`` calls, synchronised around each loop."""
+    m, k, n = whole("m", m), whole("k", k), whole("n", n)
+    number, repeats = whole("number", number), whole("repeats", repeats)
+    one_of("dtype", dtype, DTYPES)
+    device = as_device(device)
+    torch_dtype = _check_dtype_runs(dtype, device)
+    generator = torch.Generator().manual_seed(SEED)
+    a, b = _random((m, k), generator, torch_dtype, device), _random((k, n), generator, torch_dtype, device)
+    torch.matmul(a, b)
+    synchronize(device)
+    best = math.inf
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(number):
+            torch.matmul(a, b)
+        synchronize(device)
+        best = min(best, time.perf_counter() - start)
+    return best / number
+
+
+def measure_ceilings(device: torch.device | str | None = None, dtype: str = "float32", size: int = 2048,
+                     copy_mib: int = 128, repeats: int = 5, min_seconds: float = 0.01) -> dict:
+    """This device's two roofs, measured: FLOP/s of a ``size``³ matmul and bytes/s of a tensor copy.
+
+    The copy moves ``copy_mib`` MiB (``dst.copy_(src)``), counted as read + write = 2 × size bytes;
+    pick it well above the last-level cache, or the "memory" roof is the cache's. Both are best of
+    ``repeats`` calibrated samples. Returns ``{"device", "device_name", "dtype", "matmul_size",
+    "matmul_seconds", "peak_flops", "copy_bytes", "copy_seconds", "memory_bandwidth", "ridge_point"}``
+    (FLOP/s, bytes/s, FLOP/byte); about 1 s on a 2-core CPU.
+    """
+    one_of("dtype", dtype, DTYPES)
+    size, copy_mib, repeats = whole("size", size), whole("copy_mib", copy_mib), whole("repeats", repeats)
+    min_seconds = positive("min_seconds", min_seconds)
+    device = as_device(device)
+    torch_dtype = _check_dtype_runs(dtype, device)
+
+    generator = torch.Generator().manual_seed(SEED)
+    a, b = (_random((size, size), generator, torch_dtype, device) for _ in range(2))
+    out = torch.empty((size, size), dtype=torch_dtype, device=device)
+    matmul_seconds, _ = _seconds_per_call(lambda: torch.matmul(a, b, out=out), device, repeats, min_seconds)
+    peak = matmul_flops(size, size, size) / matmul_seconds
+    del a, b, out
+
+    elements = copy_mib * 2**20 // ELEMENT_BYTES["float32"]
+    # ones/zeros, not empty: touch every page before timing, or the first copies time page faults
+    src = torch.ones(elements, dtype=torch.float32, device=device)
+    dst = torch.zeros(elements, dtype=torch.float32, device=device)
+    copy_seconds, _ = _seconds_per_call(lambda: dst.copy_(src), device, repeats, min_seconds)
+    copy_bytes = 2 * src.numel() * src.element_size()
+    bandwidth = copy_bytes / copy_seconds
+    del src, dst
+    return {"device": str(device), "device_name": device_name(device), "dtype": dtype,
+            "matmul_size": size, "matmul_seconds": matmul_seconds, "peak_flops": peak,
+            "copy_bytes": copy_bytes, "copy_seconds": copy_seconds, "memory_bandwidth": bandwidth,
+            "ridge_point": ridge_point(peak, bandwidth)}

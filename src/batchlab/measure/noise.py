@@ -1,0 +1,275 @@
+"""Gradient noise: per-sample gradients and how well a mini-batch estimates the full gradient.
+
+The mini-batch gradient G_B is a Monte Carlo estimate of the full-data gradient G. Drawing B of
+N samples without replacement, E‖G_B − G‖² = tr(Σ)/B · (N − B)/(N − 1), where Σ is the
+per-sample gradient covariance (population form). The formulas live in :mod:`batchlab.formulas.noise`;
+these functions measure both sides.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from batchlab.formulas.checks import whole
+from batchlab.formulas.noise import expected_sq_error, finite_population_factor, two_batch_estimates
+from batchlab.measure.model import LossFn, next_token_loss
+
+__all__ = ["per_sample_grads", "gradient_trace_cov", "minibatch_error",
+           "noise_scale_simple", "noise_scale_two_batch", "noise_scale_from_batches", "gradient_cloud"]
+
+
+
+def per_sample_grads(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    loss_fn: LossFn = next_token_loss,
+    chunk_size: int | None = 64,
+) -> torch.Tensor:
+    """Gradient of ``loss_fn`` for every sample separately, flattened: shape [N, num_params].
+
+    Uses ``torch.func.vmap(grad(...))``; ``chunk_size`` bounds peak memory. Their mean over the
+    N samples equals the ordinary gradient of the mean loss.
+    """
+    # Trainable parameters only (frozen ones keep their module values through functional_call), in the
+    # same order as `[p for p in model.parameters() if p.requires_grad]`, which the two-batch route uses.
+    params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+
+    def sample_loss(p: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = functional_call(model, (p, buffers), (x.unsqueeze(0),))
+        return loss_fn(out, y.unsqueeze(0))
+
+    grads = vmap(grad(sample_loss), in_dims=(None, 0, 0), chunk_size=chunk_size)(params, inputs, targets)
+    return torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1)
+
+
+def gradient_trace_cov(per_sample: torch.Tensor) -> float:
+    """tr(Σ) = mean_i ‖g_i − G‖², the total per-sample gradient variance (population form)."""
+    centred = per_sample.double() - per_sample.double().mean(dim=0, keepdim=True)
+    return float(centred.pow(2).sum(dim=1).mean())
+
+
+def _check_draws(num_samples: int, batch_sizes: Sequence[int], num_draws: int) -> None:
+    """Shared by every function that draws mini-batches of ``batch_sizes`` from N samples."""
+    whole("num_draws", num_draws)
+    for b in batch_sizes:
+        finite_population_factor(b, num_samples)  # the one check of 1 ≤ B ≤ N (a whole number)
+
+
+class _Gram:
+    """Inner products of N per-sample gradients, all the draws below need: the N×N Gram matrix
+    M = g gᵀ, g_i·G (row means), ‖G‖² and tr(Σ) = mean ‖g_i‖² − ‖G‖². Mini-batch quantities are
+    quadratic forms in the draw weights, so no N-by-num_params product is needed per draw."""
+
+    def __init__(self, per_sample: torch.Tensor) -> None:
+        self.gram = per_sample.double() @ per_sample.double().T
+        self.g_dot = self.gram.mean(dim=1)                              # g_i · G
+        self.full_sq = float(self.g_dot.mean())                         # ‖G‖²
+        self.trace = float(self.gram.diagonal().mean()) - self.full_sq  # tr(Σ)
+
+
+def _draw_weights(gen: torch.Generator, num_draws: int, n: int, batch_size: int) -> torch.Tensor:
+    """[num_draws, N] weights 1/B on B samples drawn without replacement, 0 elsewhere: row r · g is
+    the r-th mini-batch gradient."""
+    chosen = torch.rand(num_draws, n, generator=gen).argsort(dim=1)[:, :batch_size]
+    return torch.zeros(num_draws, n, dtype=torch.float64).scatter_(1, chosen, 1.0 / batch_size)
+
+
+def minibatch_error(
+    per_sample: torch.Tensor,
+    batch_sizes: Sequence[int],
+    num_draws: int = 200,
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Draw ``num_draws`` mini-batches of each size (without replacement) and compare G_B with G.
+
+    Returns lists aligned with ``batch_sizes``: measured and theoretical squared error (with the
+    finite-population factor, and ``sq_error_iid`` = tr(Σ)/B without it, the infinite-data law),
+    relative error ‖G_B − G‖/‖G‖ (root-mean-square over draws) and mean cosine(G_B, G).
+    """
+    n = per_sample.shape[0]
+    _check_draws(n, batch_sizes, num_draws)
+    # G_B = w·g, ‖G_B‖² = w M wᵀ, G_B·G = w M 1/N.
+    g = _Gram(per_sample)
+    gram, g_dot, full_sq, trace = g.gram, g.g_dot, g.full_sq, g.trace
+    gen = torch.Generator().manual_seed(seed)
+    out: dict[str, list[float]] = {k: [] for k in ("batch_sizes", "sq_error", "sq_error_theory", "sq_error_iid",
+                                                   "rel_error", "rel_error_theory", "cosine")}
+    for b in batch_sizes:
+        theory = expected_sq_error(trace, b, n)
+        w = _draw_weights(gen, num_draws, n, b)
+        est_sq = ((w @ gram) * w).sum(dim=1)      # ‖G_B‖²
+        est_dot = w @ g_dot                        # G_B · G
+        sq = (est_sq - 2 * est_dot + full_sq).clamp_min(0.0)
+        cos = est_dot / (est_sq.sqrt() * full_sq ** 0.5)
+        out["batch_sizes"].append(int(b))
+        out["sq_error"].append(float(sq.mean()))
+        out["sq_error_theory"].append(theory)
+        out["sq_error_iid"].append(expected_sq_error(trace, b))
+        out["rel_error"].append(float(sq.mean().sqrt()) / full_sq ** 0.5)
+        out["rel_error_theory"].append((theory / full_sq) ** 0.5)
+        out["cosine"].append(float(cos.mean()))
+    return out
+
+
+# ── Noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training") ──────────────
+# B_simple = tr(Σ)/‖G‖² is the batch size at which the mini-batch noise E‖G_B − G‖² = tr(Σ)/B equals
+# the signal ‖G‖². Below it a bigger batch buys almost proportionally faster progress per step; far
+# above it, extra samples are mostly wasted. Appendix A of the paper estimates it without per-sample
+# gradients, from the squared norms of two gradients taken at two batch sizes.
+
+def noise_scale_simple(per_sample: torch.Tensor) -> float:
+    """B_simple = tr(Σ)/‖G‖² from per-sample gradients [N, num_params] (population form of Σ)."""
+    if per_sample.dim() != 2 or per_sample.shape[0] < 2:
+        raise ValueError(f"per_sample has shape {tuple(per_sample.shape)}: need [N, num_params] with N ≥ 2")
+    g_sq = float(per_sample.double().mean(dim=0).pow(2).sum())
+    if g_sq == 0.0:
+        raise ValueError("‖G‖² = 0 (a stationary point): the noise scale tr(Σ)/‖G‖² is undefined")
+    return gradient_trace_cov(per_sample) / g_sq
+
+
+def noise_scale_two_batch(
+    grad_small: torch.Tensor,
+    grad_big: torch.Tensor,
+    b_small: int,
+    b_big: int,
+    num_samples: int | None = None,
+) -> tuple[float, float, float]:
+    """(‖G‖², tr Σ, B_simple) from one gradient at batch ``b_small`` and one at ``b_big``
+    (:func:`batchlab.formulas.noise.two_batch_estimates` holds the algebra).
+
+    No per-sample gradients are needed: on data-parallel hardware ``grad_small`` is one replica's
+    gradient and ``grad_big`` the all-reduced one. With ``num_samples`` = N, batches are taken as
+    drawn without replacement from N samples, which keeps the estimates unbiased when B_big is not
+    small against N.
+    """
+    if grad_small.shape != grad_big.shape:
+        raise ValueError(f"grad_small {tuple(grad_small.shape)} 与 grad_big {tuple(grad_big.shape)} "
+                         "形状必须相同")
+    return two_batch_estimates(float(grad_small.double().pow(2).sum()), float(grad_big.double().pow(2).sum()),
+                               b_small, b_big, num_samples)
+
+
+def _flat_grad(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, loss_fn: LossFn) -> torch.Tensor:
+    params = [p for p in model.parameters() if p.requires_grad]
+    # autograd.grad rather than backward(): leaves the caller's .grad fields untouched.
+    grads = torch.autograd.grad(loss_fn(model(inputs), targets), params)
+    return torch.cat([g.reshape(-1) for g in grads])
+
+
+def noise_scale_from_batches(
+    model: nn.Module,
+    data,
+    b_small: int,
+    b_big: int,
+    num_pairs: int = 20,
+    seed: int = 0,
+    loss_fn: LossFn = next_token_loss,
+    finite_population: bool = True,
+) -> dict[str, float]:
+    """Estimate B_simple with ordinary gradients only, the way a data-parallel job can.
+
+    Each pair draws ``b_big`` distinct samples from ``data`` (a :class:`batchlab.measure.data.TokenDataset`,
+    or anything with ``.inputs`` and ``.targets``), splits them into ``b_big // b_small`` disjoint
+    "replicas" of ``b_small``, takes each replica's gradient and their mean (the all-reduce, which
+    is exactly the gradient of the big batch). ‖G_small‖² is averaged over the replicas (each is an
+    unbiased estimate of the same expectation). The ‖G‖² and tr Σ estimates are averaged over
+    pairs before dividing, as McCandlish et al. recommend, since a ratio of noisy numbers is biased.
+    ``finite_population`` corrects for drawing without replacement from ``len(data)`` samples.
+
+    Returns ``g_sq``, ``trace_cov``, ``b_simple`` and the settings used.
+    """
+    n = len(data)
+    for name, value in (("b_small", b_small), ("b_big", b_big), ("num_pairs", num_pairs)):
+        whole(name, value)
+    if b_big <= b_small or b_big % b_small:
+        raise ValueError(f"b_big = {b_big} must be a multiple of b_small = {b_small} larger than it "
+                         "(the big batch is made of whole replicas)")
+    if b_big > n:
+        raise ValueError(f"b_big = {b_big} exceeds the {n} samples in data")
+    replicas = b_big // b_small
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    g_sq_sum = trace_sum = 0.0
+    for _ in range(num_pairs):
+        chosen = torch.randperm(n, generator=gen)[:b_big]
+        small = []
+        for r in range(replicas):
+            idx = chosen[r * b_small:(r + 1) * b_small]
+            small.append(_flat_grad(model, data.inputs[idx].to(device), data.targets[idx].to(device), loss_fn))
+        stacked = torch.stack(small).double()
+        big = stacked.mean(dim=0)
+        small_sq = float(stacked.pow(2).sum(dim=1).mean())  # ‖G_small‖², averaged over replicas
+        g_sq, trace, _ = two_batch_estimates(small_sq, float(big.pow(2).sum()), b_small, b_big,
+                                             n if finite_population else None)
+        g_sq_sum += g_sq
+        trace_sum += trace
+    g_sq_mean, trace_mean = g_sq_sum / num_pairs, trace_sum / num_pairs
+    return {
+        "g_sq": g_sq_mean,
+        "trace_cov": trace_mean,
+        "b_simple": trace_mean / g_sq_mean if g_sq_mean != 0.0 else math.nan,
+        "b_small": b_small,
+        "b_big": b_big,
+        "num_pairs": num_pairs,
+    }
+
+
+def gradient_cloud(
+    per_sample: torch.Tensor,
+    batch_sizes: Sequence[int],
+    num_draws: int = 200,
+    seed: int = 0,
+) -> dict:
+    """Mini-batch gradient estimates G_B seen in a fixed plane, precomputed for every batch size.
+
+    The plane is spanned by e1 = G/‖G‖ and e2, the top principal direction of the per-sample
+    gradients once their e1 component is removed: the direction in which estimates scatter most
+    sideways. e2 comes from the N×N Gram matrix of those centred gradients, never a P×P covariance.
+    Projection is linear, so G_B's coordinates are the mean of its samples' coordinates.
+
+    Returns ``batch_sizes``, ``points`` (one ``[num_draws, 2]`` array per size), ``center`` (G's
+    coordinates, (‖G‖, 0)), ``num_samples`` and ``captured`` (the share of tr Σ lying in the plane).
+    """
+    if per_sample.dim() != 2 or per_sample.shape[0] < 2:
+        raise ValueError(f"per_sample has shape {tuple(per_sample.shape)}: need [N, num_params] with N ≥ 2")
+    n = per_sample.shape[0]
+    _check_draws(n, batch_sizes, num_draws)
+    # Everything below is an inner product of samples, so the N×N Gram matrix M = g gᵀ suffices.
+    g = _Gram(per_sample)
+    gram, g_dot, full_sq = g.gram, g.g_dot, g.full_sq
+    if full_sq <= 0.0:
+        raise ValueError("‖G‖ = 0: the direction e1 = G/‖G‖ is undefined")
+    full_norm = full_sq ** 0.5
+    along_e1 = (g_dot - full_sq) / full_norm        # a_i = (g_i − G) · e1
+    centred = gram - g_dot[:, None] - g_dot[None, :] + full_sq   # (g_i − G) · (g_j − G)
+    sideways = centred - along_e1[:, None] * along_e1[None, :]   # the same with the e1 parts removed
+    eigvals, eigvecs = torch.linalg.eigh(sideways)  # ascending: the last pair is the top direction
+    top, u = float(eigvals[-1]), eigvecs[:, -1]
+    u = u * torch.sign(u[int(u.abs().argmax())])    # eigenvectors have no sign: fix one, for reproducibility
+    x = g_dot / full_norm                            # g_i · e1
+    if top > 1e-12 * max(float(centred.diagonal().mean()), 1e-300):
+        # e2 = Σ_j u_j d_j / √λ, d_j the sideways part of g_j. G and e1 are orthogonal to every d_j, so
+        # g_i · e2 = d_i · e2 = (sideways @ u)_i / √λ = λ u_i / √λ.
+        y = top ** 0.5 * u
+    else:
+        y = torch.zeros_like(x)                      # every sample lies on the line through G
+    coords = torch.stack([x, y], dim=1)              # [N, 2] per-sample coordinates
+    trace = g.trace
+    along = float(along_e1.pow(2).mean()) + float(y.pow(2).mean())
+    gen = torch.Generator().manual_seed(seed)
+    points = []
+    for b in batch_sizes:
+        points.append((_draw_weights(gen, num_draws, n, b) @ coords).numpy())
+    return {
+        "batch_sizes": [int(b) for b in batch_sizes],
+        "points": points,
+        "center": coords.mean(dim=0).numpy(),
+        "num_samples": n,
+        "captured": float(along) / trace if trace > 0 else 1.0,
+    }

@@ -1,0 +1,250 @@
+"""A small, deterministic training loop for the convergence experiments of section 4.2.
+
+One optimizer step consumes ``batch_size`` sequences, pushed through the model as ``num_microbatches``
+micro-batches of ``batch_size // num_microbatches`` (gradient accumulation; DeepSpeed calls this count
+gradient_accumulation_steps); the gradients of loss/num_microbatches add up to the gradient of the
+whole batch's mean loss, so accumulation changes memory, not the mathematics.
+Batches come from a private generator: the same ``seed`` gives the same batches, whatever the
+accumulation, and nothing global is seeded.
+
+The learning-rate rules it follows (``lr_schedule``, ``scale_lr``) live in the torch-free
+:mod:`batchlab.formulas.scaling` and are re-exported here.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Literal
+
+import torch
+from torch import nn
+
+from batchlab.measure.model import LossFn, next_token_loss
+from batchlab.formulas.checks import at_most, divides, positive as _positive, whole as _whole
+from batchlab.formulas.scaling import batch_size_at, lr_schedule, scale_lr
+
+__all__ = ["lr_schedule", "scale_lr", "steps_to_target", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
+
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adamw", "lamb")
+OptimizerFactory = Callable[[Iterable[nn.Parameter], float], torch.optim.Optimizer]
+
+
+@dataclass
+class History:
+    """What one run recorded. ``step[i]`` is the optimizer step (from 1) whose ``lr[i]`` and
+    ``train_loss[i]`` (mean loss of that step's batch, before the update) are listed; evaluation
+    losses are at ``eval_step`` (0 = before training)."""
+
+    step: list[int] = field(default_factory=list)
+    samples_seen: list[int] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    eval_step: list[int] = field(default_factory=list)
+    eval_loss: list[float] = field(default_factory=list)
+    config: dict = field(default_factory=dict)
+
+    @property
+    def final_eval_loss(self) -> float | None:
+        """The last evaluation loss, or None if the run had no ``eval_data``."""
+        return self.eval_loss[-1] if self.eval_loss else None
+
+    @property
+    def eval_samples(self) -> list[int]:
+        """Sequences seen at each evaluation (0 before training): the x axis of "loss against samples"."""
+        return [self.samples_seen[s - 1] if s > 0 else 0 for s in self.eval_step]
+
+
+def make_optimizer(
+    name: str | OptimizerFactory,
+    params: Iterable[nn.Parameter],
+    lr: float,
+    weight_decay: float | None = None,
+) -> torch.optim.Optimizer:
+    """Build ``"sgd"``, ``"adam"``, ``"adamw"`` or ``"lamb"`` (or call a factory ``f(params, lr)``).
+
+    ``weight_decay`` None keeps each optimizer's own default (torch: SGD and Adam 0, AdamW 0.01;
+    our LAMB 0.01, the value You et al. used for BERT).
+    """
+    if callable(name):
+        return name(params, lr)
+    wd = {} if weight_decay is None else {"weight_decay": weight_decay}
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, **wd)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, **wd)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, **wd)
+    if name == "lamb":
+        from batchlab.measure.optim import Lamb
+
+        return Lamb(params, lr=lr, weight_decay=0.01 if weight_decay is None else weight_decay)
+    raise ValueError(f"optimizer = {name!r}：只能取 {', '.join(OPTIMIZERS)} 之一，或一个 f(params, lr) 函数")
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data, batch_size: int = 256, loss_fn: LossFn = next_token_loss) -> float:
+    """Mean loss over every sequence of ``data`` (in eval mode; the model's mode is restored)."""
+    was_training = model.training
+    model.eval()
+    device = _device_of(model)
+    total, count = 0.0, 0
+    try:
+        for start in range(0, len(data), batch_size):
+            x = data.inputs[start:start + batch_size].to(device)
+            y = data.targets[start:start + batch_size].to(device)
+            total += float(loss_fn(model(x), y)) * x.shape[0]
+            count += x.shape[0]
+    finally:
+        model.train(was_training)
+    return total / count
+
+
+def train(
+    model: nn.Module,
+    data,
+    *,
+    batch_size: int,
+    steps: int,
+    optimizer: str | OptimizerFactory = "adam",
+    lr: float,
+    weight_decay: float | None = None,
+    warmup_steps: int = 0,
+    decay: Literal["constant", "cosine"] = "constant",
+    num_microbatches: int = 1,
+    batch_increase: tuple[int, int] | None = None,
+    eval_data=None,
+    eval_every: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    loss_fn: LossFn = next_token_loss,
+) -> History:
+    """Train ``model`` in place for ``steps`` optimizer steps and return its :class:`History`.
+
+    ``data`` is a :class:`batchlab.measure.data.TokenDataset` (anything with ``.inputs``/``.targets``).
+    Batches are drawn like a shuffling data loader that drops the last incomplete batch: each epoch
+    is a fresh permutation from a generator seeded by ``seed``. Each step's ``batch_size`` sequences
+    go through the model as ``num_microbatches`` micro-batches of ``batch_size // num_microbatches``.
+    ``batch_increase = (at_step, factor)`` multiplies the batch by ``factor`` from step ``at_step`` on
+    (:func:`batchlab.formulas.scaling.batch_size_at`; the optimizer keeps its state; ``samples_seen`` counts the
+    sequences actually used). The learning rate follows :func:`lr_schedule` (``total_steps`` = ``steps``). With ``eval_data``,
+    the eval loss is recorded before training, every ``eval_every`` steps (default: steps // 10)
+    and after the last step.
+    """
+    n = len(data)
+    batch_size = _whole("batch_size", batch_size, 1)
+    steps = _whole("steps", steps, 1)
+    num_microbatches = _whole("num_microbatches", num_microbatches, 1)
+    lr = _positive("lr", lr)
+    largest = batch_size_at(steps, batch_size, batch_increase)  # also validates batch_increase
+    at_most("batch_size", largest, n, "len(data)")
+    # each optimizer step splits its batch into num_microbatches equal micro-batches
+    divides("batch_size", batch_size, "num_microbatches", num_microbatches)
+    divides("batch_size", largest, "num_microbatches", num_microbatches)
+    if eval_every is not None:
+        eval_every = _whole("eval_every", eval_every, 1)
+    lr_schedule(steps, lr, warmup_steps, steps, decay)  # validates the schedule before any work
+    opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad], lr, weight_decay)
+    device = _device_of(model)
+    gen = torch.Generator().manual_seed(seed)
+    history = History(config=dict(batch_size=batch_size, steps=steps, lr=lr, warmup_steps=warmup_steps,
+                                  decay=decay, num_microbatches=num_microbatches, seed=seed,
+                                  batch_increase=batch_increase,
+                                  optimizer=optimizer if isinstance(optimizer, str) else getattr(
+                                      optimizer, "__name__", repr(optimizer))))
+    every = eval_every or max(1, steps // 10)
+    if eval_data is not None:
+        history.eval_step.append(0)
+        history.eval_loss.append(evaluate(model, eval_data, loss_fn=loss_fn))
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=steps, desc=f"B={batch_size}", leave=False)
+    order, cursor = torch.randperm(n, generator=gen), 0
+    # Dropout, if the model has any, draws from torch's global generator: fork it so the run is
+    # reproducible without changing the caller's random state.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model.train()
+        samples_seen = 0
+        for step in range(1, steps + 1):
+            step_batch = batch_size_at(step, batch_size, batch_increase)
+            micro_batch_size = step_batch // num_microbatches
+            if cursor + step_batch > n:  # epoch over: drop the incomplete rest, reshuffle
+                order, cursor = torch.randperm(n, generator=gen), 0
+            batch = order[cursor:cursor + step_batch]
+            cursor += step_batch
+            samples_seen += step_batch
+            current_lr = lr_schedule(step, lr, warmup_steps, steps, decay)
+            for group in opt.param_groups:
+                group["lr"] = current_lr
+            opt.zero_grad(set_to_none=True)
+            step_loss = 0.0
+            for k in range(num_microbatches):
+                idx = batch[k * micro_batch_size:(k + 1) * micro_batch_size]
+                x, y = data.inputs[idx].to(device), data.targets[idx].to(device)
+                # Dividing by num_microbatches makes the summed gradient that of the batch's mean loss.
+                loss = loss_fn(model(x), y) / num_microbatches
+                loss.backward()
+                step_loss += float(loss.detach())
+            opt.step()
+            history.step.append(step)
+            history.samples_seen.append(samples_seen)
+            history.lr.append(current_lr)
+            history.train_loss.append(step_loss)
+            if eval_data is not None and (step % every == 0 or step == steps):
+                history.eval_step.append(step)
+                history.eval_loss.append(evaluate(model, eval_data, loss_fn=loss_fn))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{step_loss:.3f}", refresh=False)
+    if bar is not None:
+        bar.close()
+    return history
+
+
+def steps_to_target(history: History, target: float) -> int | None:
+    """First evaluated step whose eval loss is at most ``target`` (None if the run never got there).
+
+    Multiply by the run's batch size for the samples it took: the two axes of McCandlish et al.'s
+    steps-versus-samples trade-off.
+    """
+    if not history.eval_loss:
+        raise ValueError("history 没有验证损失：训练时给出 eval_data 才能测到达目标所需的步数")
+    return next((s for s, loss in zip(history.eval_step, history.eval_loss) if loss <= target), None)
+
+
+def sweep(configs: list[dict], *, progress: bool = False, **common) -> list[History]:
+    """Run :func:`train` once per config (``{**common, **config}``) and return the histories.
+
+    ``model`` (in ``common`` or a config) is either a module, copied afresh for every run so all
+    runs start from the same weights, or a zero-argument callable that builds one. ``progress``
+    shows one bar over the runs.
+    """
+    if not configs:
+        raise ValueError("configs 为空：至少给出一次运行")
+    runs = range(len(configs))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(configs), desc="runs")
+    histories = []
+    for i in runs:
+        kwargs = {**common, **configs[i]}
+        if "model" not in kwargs or "data" not in kwargs:
+            raise ValueError(f"第 {i} 次运行缺少 'model' 或 'data'：在公共参数或该配置中给出")
+        model = kwargs.pop("model")
+        model = copy.deepcopy(model) if isinstance(model, nn.Module) else model()
+        data = kwargs.pop("data")
+        histories.append(train(model, data, **kwargs))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return histories

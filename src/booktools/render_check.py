@@ -1,0 +1,267 @@
+"""Load built book pages in headless Chromium, OFFLINE, and report what rendered.
+
+    .venv/bin/python -m booktools.render_check _build/html/book/4.1-definition.html [more pages ...] \
+        [--screenshots DIR] [--chromium PATH]
+
+The browser comes from `booktools.browser.launch()`, the project's one way of launching Chromium
+(Playwright on the Debian browser, the network off twice over: see that module); the HTML tests use
+`check_page()` from here.  A page that still shows its widgets and formulas loads everything from
+the book.
+
+Per page the report holds: console errors and uncaught page errors (minus KNOWN_NOISE, each entry
+explained below), requests that tried to leave the machine, local files that failed to load, every
+`<img>` (loaded and decoded?), each widget output area (controls and images rendered against the
+embedded widget state), math (`.math` nodes vs MathJax containers and errors), and a full-page
+screenshot.
+
+Prints one JSON report per page; exit status 0 ok, 1 a page has problems, 2 Chromium missing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from booktools.browser import DEFAULT_CHROMIUM, LOCAL_SCHEMES, launch, offline_context
+from booktools.toc import WIDGET_STATE, WIDGET_VIEW
+
+# Console/page errors that are understood and do not change what a reader sees.  Each entry is
+# (regex, why).  Anything else is a failure.  Remove an entry when its cause is fixed.
+KNOWN_NOISE: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"^Identifier 'THEBE_JS_URL' has already been declared$"),
+     "Jupyter Book 1 writes sphinx-thebe's inline config <script> twice into every page; the second, "
+     "identical `const` declaration throws. Thebe (live code) is not enabled in this book."),
+    (re.compile(r"^Got invalid theme mode: \. Resetting to auto\.$"),
+     "pydata-sphinx-theme on a first visit (empty localStorage, no default mode in the page): it logs "
+     "this and uses the auto theme, the default anyway. sphinx-book-theme rejects the `default_mode` "
+     "option that would set one (tried: 'unsupported theme option', and -W fails the build)."),
+]
+# The widget manager's bundled CSS declares Font Awesome 5 faces relative to where require.js
+# believes embed-amd.js lives (<page dir>/@jupyter-widgets/html-manager/dist/); they are not
+# vendored. The browser requests them, gets file-not-found, and nothing visible uses them: the book's
+# widgets have no icons, and check_page() counts elements drawn in a Font Awesome 5 face
+# (`fa5_elements`) so an icon that would show as a blank square fails the check.
+KNOWN_MISSING = re.compile(r"/@jupyter-widgets/html-manager/dist/[0-9a-f]{20}\.(?:woff2?|ttf|eot|svg)$")
+
+
+@dataclass
+class PageReport:
+    """What one page did in the browser (see the module docstring)."""
+    url: str
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    noise: list[str] = field(default_factory=list)          # matched KNOWN_NOISE / KNOWN_MISSING
+    blocked: list[str] = field(default_factory=list)        # tried to leave the machine
+    missing: list[str] = field(default_factory=list)        # local files that failed to load
+    broken_images: list[str] = field(default_factory=list)
+    images: int = 0
+    widget_areas: list[dict] = field(default_factory=list)
+    math_nodes: int = 0
+    math_unrendered: int = 0
+    mathjax: int = 0
+    mathjax_errors: int = 0
+    fa5_elements: int = 0
+    screenshot: str | None = None
+
+    def problems(self) -> list[str]:
+        """Every failed check, in Chinese, naming the value (empty: the page is fine)."""
+        out = [f"控制台错误：{m}" for m in self.console_errors]
+        out += [f"页面脚本错误：{m}" for m in self.page_errors]
+        out += [f"试图访问网络（已拦截）：{u}" for u in self.blocked]
+        out += [f"本地文件加载失败：{u}" for u in self.missing]
+        out += [f"图片未加载或无法解码：{u}" for u in self.broken_images]
+        if self.fa5_elements:
+            out.append(f"{self.fa5_elements} 个元素使用未随书提供的 Font Awesome 5 字体（图标会显示为空白）")
+        for i, area in enumerate(self.widget_areas):
+            where = f"第 {i + 1} 个交互控件区"
+            if not area["views"]:
+                out.append(f"{where}是空白：一个控件也没有渲染")
+            if area["errors"]:
+                out.append(f"{where}显示 “Error displaying widget”")
+            if area["views"] < area["expected_views"]:
+                out.append(f"{where}只渲染了 {area['views']} 个控件，组件状态中有 {area['expected_views']} 个")
+            if area["images"] < area["expected_images"]:
+                out.append(f"{where}只显示了 {area['images']} 张默认输出图，组件状态中有 {area['expected_images']} 张")
+            if area["expected_text"] and not area["text"]:
+                out.append(f"{where}没有显示默认输出文字")
+            if area["raw_latex"]:
+                out.append(f"{where}的说明文字里有未排版的 LaTeX：{area['raw_latex']}")
+        if self.math_unrendered:
+            out.append(f"{self.math_nodes} 个公式中有 {self.math_unrendered} 个没有被 MathJax 渲染")
+        if self.mathjax_errors:
+            out.append(f"MathJax 报告 {self.mathjax_errors} 个公式错误（mjx-merror）")
+        return out
+
+
+def _expected_widgets(state: dict, model_id: str) -> tuple[int, int, bool]:
+    """(views, PNG outputs, has text output) that the view `model_id` should render: the model and
+    every model reachable through `children`, with the PNGs/text saved in Output widgets' state."""
+    views = images = 0
+    text = False
+    todo, seen = [model_id], set()
+    while todo:
+        mid = todo.pop()
+        if mid in seen or mid not in state:
+            continue
+        seen.add(mid)
+        s = state[mid].get("state", {})
+        views += 1
+        for child in s.get("children", []) or []:
+            todo.append(str(child).removeprefix("IPY_MODEL_"))
+        for o in s.get("outputs", []) or []:
+            data = o.get("data", {})
+            images += "image/png" in data
+            text = text or bool(o.get("text") or data.get("text/html") or
+                                (data.get("text/plain") and "image/png" not in data))
+        if state[mid].get("model_name") in ("HTMLModel", "LabelModel", "HTMLMathModel") and s.get("value"):
+            text = True
+    return views, images, text
+
+
+# Runs in the page once it has loaded: waits for MathJax and the widget manager, then measures.
+_MEASURE_JS = r"""
+async ([viewType, stateType, timeoutMs]) => {
+  const deadline = performance.now() + timeoutMs;
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await Promise.race([MathJax.startup.promise, sleep(timeoutMs)]);
+  }
+  const views = [...document.querySelectorAll(`script[type="${viewType}"]`)];
+  const area = s => s.previousElementSibling && s.previousElementSibling.classList.contains('widget-subarea')
+                    ? s.previousElementSibling : null;
+  // the HTML manager inserts a .widget-subarea before each view script and renders into it
+  while (performance.now() < deadline &&
+         views.some(s => !area(s) || !area(s).querySelector('.lm-Widget'))) {
+    await sleep(50);
+  }
+  await Promise.all([...document.images].map(img => img.complete ? null :
+      new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); })));
+  await document.fonts.ready;
+  const isFa5 = el => [null, '::before', '::after'].some(p => {
+    const cs = getComputedStyle(el, p);
+    return /Font Awesome 5/.test(cs.fontFamily) &&
+           (p === null ? el.textContent.trim() !== '' : !['none', 'normal'].includes(cs.content));
+  });
+  const state = document.querySelector(`script[type="${stateType}"]`);
+  return {
+    views: views.map(s => {
+      const a = area(s);
+      return {
+        model_id: JSON.parse(s.textContent).model_id,
+        // every widget view is a Lumino widget; an Output widget's own output area is one too
+        views: a ? [...a.querySelectorAll('.lm-Widget')].filter(e => !e.parentElement.closest('.widget-output')).length : 0,
+        errors: a ? (a.textContent.match(/Error displaying widget/g) || []).length : 0,
+        images: a ? [...a.querySelectorAll('img')].filter(i => i.complete && i.naturalWidth > 0).length : 0,
+        text: a ? [...a.querySelectorAll('.widget-output, .widget-html, .widget-label, .widget-htmlmath')]
+                   .some(e => e.innerText.trim() !== '') : false,
+        // LaTeX left as source in labels, HTML and buttons (ipywidgets typesets them through
+        // MathJax.Hub.Queue, which book/_js/mathjax2-hub.js forwards to MathJax 3)
+        raw_latex: a ? [...a.querySelectorAll('.widget-label, .widget-html, .widget-htmlmath, button')]
+                   .map(e => e.innerText).filter(t => /\$[^$\n]+\$|\\\(|\\\[/.test(t)) : [],
+      };
+    }),
+    state: state ? JSON.parse(state.textContent).state : {},
+    images: [...document.images].map(i => [i.currentSrc || i.src, i.complete && i.naturalWidth > 0]),
+    math: document.querySelectorAll('.math').length,
+    math_unrendered: [...document.querySelectorAll('.math')].filter(m => !m.querySelector('mjx-container')).length,
+    mathjax: document.querySelectorAll('mjx-container').length,
+    mathjax_errors: document.querySelectorAll('mjx-merror').length,
+    fa5: [...document.querySelectorAll('body *')].filter(isFa5).length,
+  };
+}
+"""
+
+
+def _is_noise(message: str) -> bool:
+    return any(rx.search(message) for rx, _why in KNOWN_NOISE)
+
+
+def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
+               query: str = "", timeout_ms: int = 20_000) -> PageReport:
+    """Open `page` (a built .html file, `query` appended to its URL) in a fresh context of
+    `browser` with the network blocked, wait for MathJax and widgets, measure, screenshot."""
+    path = Path(page).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"页面不存在：{path}")
+    url = path.as_uri() + query
+    rep = PageReport(url=url)
+    missing_urls: list[str] = []
+    context = offline_context(browser, rep.blocked)
+    try:
+        tab = context.new_page()
+
+        def on_console(msg) -> None:
+            if msg.type != "error":
+                return
+            text = msg.text
+            # "Failed to load resource" names no URL in its text; requestfailed below does.
+            if text.startswith("Failed to load resource"):
+                return
+            (rep.noise if _is_noise(text) else rep.console_errors).append(text)
+
+        def on_failed(req) -> None:
+            u = req.url
+            if not u.startswith(LOCAL_SCHEMES) or u in rep.blocked:
+                return  # blocked requests are reported as such
+            if KNOWN_MISSING.search(u):
+                rep.noise.append(f"{u} ({req.failure})")
+            else:
+                missing_urls.append(f"{u} ({req.failure})")
+
+        def on_pageerror(err) -> None:
+            text = str(err.message if hasattr(err, "message") else err)
+            (rep.noise if _is_noise(text) else rep.page_errors).append(text)
+
+        tab.on("console", on_console)
+        tab.on("requestfailed", on_failed)
+        tab.on("pageerror", on_pageerror)
+        tab.goto(url, wait_until="load", timeout=timeout_ms)
+        m = tab.evaluate(_MEASURE_JS, [WIDGET_VIEW, WIDGET_STATE, timeout_ms])
+        rep.missing = missing_urls
+        rep.images = len(m["images"])
+        rep.broken_images = [src for src, ok in m["images"] if not ok]
+        for v in m["views"]:
+            exp_views, exp_images, exp_text = _expected_widgets(m["state"], v["model_id"])
+            rep.widget_areas.append({**v, "expected_views": exp_views, "expected_images": exp_images,
+                                     "expected_text": exp_text})
+        rep.math_nodes, rep.math_unrendered = m["math"], m["math_unrendered"]
+        rep.mathjax, rep.mathjax_errors = m["mathjax"], m["mathjax_errors"]
+        rep.fa5_elements = m["fa5"]
+        if screenshot is not None:
+            png = Path(screenshot)
+            png.parent.mkdir(parents=True, exist_ok=True)
+            png.unlink(missing_ok=True)
+            tab.screenshot(path=str(png), full_page=True)
+            rep.screenshot = str(png)
+    finally:
+        context.close()
+    return rep
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m booktools.render_check",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("pages", nargs="+", help="built HTML pages, e.g. _build/html/book/4.1-definition.html")
+    ap.add_argument("--screenshots", help="write a full-page PNG of each page into this folder")
+    ap.add_argument("--chromium", help=f"browser binary (default {DEFAULT_CHROMIUM})")
+    args = ap.parse_args(argv)
+    bad = 0
+    try:
+        with launch(args.chromium) as browser:
+            for page in args.pages:
+                png = Path(args.screenshots) / (Path(page).stem + ".png") if args.screenshots else None
+                rep = check_page(browser, page, png)
+                problems = rep.problems()
+                bad += bool(problems)
+                print(json.dumps({**asdict(rep), "problems": problems}, ensure_ascii=False))
+    except FileNotFoundError as exc:
+        print(f"render_check: {exc}", file=sys.stderr)
+        return 2
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
