@@ -95,9 +95,9 @@ def bench_notebook(path: Path) -> dict:
 def bench_cli() -> float:
     from batchlab.lecture.case import CASE_STUDY
 
-    cmd = [sys.executable, "-m", "batchlab", "plan", "--global-batch", str(CASE_STUDY.global_batch),
-           "--micro-batch", str(CASE_STUDY.micro_batch_size), "--pipeline-stages", str(CASE_STUDY.pipeline_stages),
-           "--data-parallel", str(CASE_STUDY.data_parallel), "--json"]
+    cmd = [sys.executable, "-m", "batchlab", "plan", "--global-batch", str(CASE_STUDY.job.global_batch),
+           "--micro-batch", str(CASE_STUDY.job.micro_batch_size), "--pipeline-stages", str(CASE_STUDY.job.pipeline_stages),
+           "--data-parallel", str(CASE_STUDY.job.data_parallel), "--json"]
     times = []
     for _ in range(3):
         start = time.perf_counter()
@@ -142,7 +142,7 @@ def bench_widgets() -> dict:
     from batchlab.formulas.presets import get_config
     from batchlab.measure.noise import gradient_cloud, minibatch_error, per_sample_grads
     from batchlab.formulas.presets import PRESETS
-    from batchlab.formulas.throughput import RateCurve
+    from batchlab.formulas.roofline import RateCurve
     from batchlab.ui import style
     from batchlab.ui.batch import BatchCalculator
     from batchlab.ui.memory import MemoryExplorer

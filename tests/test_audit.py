@@ -6,7 +6,7 @@ import pytest
 
 from batchlab.lecture.audit import audit_case, implied_mfu, memory_can_drop, memory_grid, matching_settings, modelled_speedup
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
-from batchlab.formulas.throughput import RateCurve
+from batchlab.formulas.roofline import RateCurve
 
 FLAT = {"flat": RateCurve((1, 10**6), (1e14, 1e14), "flat")}
 PEAKS = (256e12, 376e12)

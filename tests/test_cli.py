@@ -8,9 +8,9 @@ from batchlab.lecture.case import CASE_STUDY
 from batchlab.apps.cli import main
 from batchlab.formulas.presets import PUBLISHED_PARAMS
 
-CASE = ["plan", "--model", CASE_STUDY.model, "--seq-len", str(CASE_STUDY.seq_len),
-        "--global-batch", str(CASE_STUDY.global_batch), "--pipeline-stages", str(CASE_STUDY.pipeline_stages),
-        "--data-parallel", str(CASE_STUDY.data_parallel), "--json"]
+CASE = ["plan", "--model", CASE_STUDY.job.model.name, "--seq-len", str(CASE_STUDY.job.seq_len),
+        "--global-batch", str(CASE_STUDY.job.global_batch), "--pipeline-stages", str(CASE_STUDY.job.pipeline_stages),
+        "--data-parallel", str(CASE_STUDY.job.data_parallel), "--json"]
 
 
 def run_json(args, capsys):
@@ -88,7 +88,7 @@ def test_plan_reports_memory_per_stage(capsys):
     from batchlab.formulas.memory import MemorySettings, stage_memory
 
     out = run_json(CASE + ["--micro-batch", "2"], capsys)
-    expect = stage_memory(CASE_STUDY.config, 4, 2, 1024, 16, "1f1b", MemorySettings(data_parallel=2))
+    expect = stage_memory(CASE_STUDY.job.model, 4, 2, 1024, 16, "1f1b", MemorySettings(data_parallel=2))
     assert out["schedule"] == "1f1b" and out["recompute"] == "none" and out["precision"] == "bf16-mixed"
     assert out["model_state_bytes_per_stage"] == [s.states.total for s in expect.stages]
     assert out["activation_bytes_per_stage"] == [s.activation_bytes for s in expect.stages]

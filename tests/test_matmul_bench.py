@@ -16,7 +16,8 @@ from batchlab.apps import cli
 from batchlab.apps.cli import main
 from batchlab.measure.matmul import (DEFAULT_MS, DTYPES, _cpu_has_fp16_kernel, bare_matmul_seconds, bench_matmul,
                                    efficiency, measure_ceilings)
-from batchlab.formulas.roofline import ELEMENT_BYTES, matmul_flops
+from batchlab.formulas.roofline import matmul_flops
+from batchlab.formulas.precision import ELEMENT_BYTES
 
 ROW_KEYS = {"m", "k", "n", "seconds", "tflops"}
 

@@ -29,9 +29,9 @@ def book_style():
 
 def case_report(**changes):
     """The case study's report computed directly, without the widget."""
-    c = dict(model=CASE_STUDY.model, micro_batch_size=CASE_STUDY.micro_batch_size, seq_len=CASE_STUDY.seq_len,
-             global_batch=CASE_STUDY.global_batch, pipeline_stages=CASE_STUDY.pipeline_stages,
-             data_parallel=CASE_STUDY.data_parallel, schedule="1f1b", recompute="none", precision=None,
+    c = dict(model=CASE_STUDY.job.model.name, micro_batch_size=CASE_STUDY.job.micro_batch_size, seq_len=CASE_STUDY.job.seq_len,
+             global_batch=CASE_STUDY.job.global_batch, pipeline_stages=CASE_STUDY.job.pipeline_stages,
+             data_parallel=CASE_STUDY.job.data_parallel, schedule="1f1b", recompute="none", precision=None,
              device_memory_gib=DEVICE_MEMORY_GIB)
     c.update(changes)
     config = get_config(c["model"])

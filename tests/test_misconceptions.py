@@ -69,7 +69,7 @@ def test_case_study_tuning_halves_the_messages_and_keeps_the_allreduce():
                                         c.pipeline_stages, c.data_parallel) for c in (CASE_STUDY, CASE_STUDY_TUNED))
     assert (before.p2p_messages, after.p2p_messages) == (96, 48)
     assert before.allreduce_bytes == after.allreduce_bytes > 0
-    doubled = step_communication(CASE_STUDY.config, 1024, 128, 2, 4, 2)
+    doubled = step_communication(CASE_STUDY.job.model, 1024, 128, 2, 4, 2)
     assert doubled.allreduce_bytes_per_sample == pytest.approx(before.allreduce_bytes_per_sample / 2)
 
 
@@ -182,7 +182,7 @@ def test_same_update_and_best_rate_flip():
 def test_both_changes_of_the_case_move_more_than_memory():
     from batchlab.formulas.effects import MEMORY_EFFECT, batch_effects, effect_ratios
     from batchlab.formulas.roofline import DEVICE_PRESETS
-    from batchlab.formulas.tune import roofline_curve
+    from batchlab.formulas.roofline import roofline_curve
 
     c = CASE_STUDY
     npu = DEVICE_PRESETS["ascend-910b"]

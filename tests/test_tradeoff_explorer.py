@@ -9,7 +9,8 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from batchlab.lecture.case import CASE_STUDY  # noqa: E402
-from batchlab.formulas.throughput import RateCurve, model_step  # noqa: E402
+from batchlab.formulas.throughput import model_step  # noqa: E402
+from batchlab.formulas.roofline import RateCurve
 from batchlab.ui import style  # noqa: E402
 from batchlab.ui.pipeline import TradeoffExplorer  # noqa: E402
 
@@ -28,7 +29,7 @@ def explorer(**kwargs):
 
 def test_default_is_the_case_study_and_its_numbers_come_from_the_model():
     e = explorer()
-    expect = model_step(CASE_STUDY.config, CASE_STUDY.seq_len, 64, 2, 4, 2, CURVE)
+    expect = model_step(CASE_STUDY.job.model, CASE_STUDY.job.seq_len, 64, 2, 4, 2, CURVE)
     assert e.step == expect
     assert "m = <b>16</b>" in e.summary.value and "15.8%" in e.summary.value and e.png
 

@@ -11,14 +11,16 @@ from batchlab.apps.cli import main
 from batchlab.formulas.memory import MemorySettings, stage_memory
 from batchlab.formulas.presets import get_config
 from batchlab.formulas.roofline import DEVICE_PRESETS, arithmetic_intensity, roofline_flops
-from batchlab.formulas.throughput import RateCurve, model_step
-from batchlab.formulas.tune import ROOFLINE_ROWS, roofline_curve, tune
+from batchlab.formulas.throughput import model_step
+from batchlab.formulas.roofline import RateCurve
+from batchlab.formulas.tune import tune
+from batchlab.formulas.roofline import ROOFLINE_ROWS, roofline_curve
 
 XL = get_config("gpt2-xl")
 NPU = DEVICE_PRESETS["ascend-910b"]
 LOW = roofline_curve(XL, NPU.peak_flops[0], NPU.memory_bandwidth[0])
-CASE = dict(seq_len=CASE_STUDY.seq_len, global_batch=CASE_STUDY.global_batch,
-            pipeline_stages=CASE_STUDY.pipeline_stages, data_parallel=CASE_STUDY.data_parallel)
+CASE = dict(seq_len=CASE_STUDY.job.seq_len, global_batch=CASE_STUDY.job.global_batch,
+            pipeline_stages=CASE_STUDY.job.pipeline_stages, data_parallel=CASE_STUDY.job.data_parallel)
 
 
 def test_roofline_curve_is_the_mlp_matmuls_roofline():
@@ -132,9 +134,9 @@ def test_settings_keep_precision_but_take_recompute_and_dp_from_the_arguments():
 
 # ── CLI ──────────────────────────────────────────────────────────────────────────────────────────
 
-TUNE = ["tune", "--model", CASE_STUDY.model, "--seq-len", str(CASE_STUDY.seq_len),
-        "--global-batch", str(CASE_STUDY.global_batch), "--pipeline-stages", str(CASE_STUDY.pipeline_stages),
-        "--data-parallel", str(CASE_STUDY.data_parallel)]
+TUNE = ["tune", "--model", CASE_STUDY.job.model.name, "--seq-len", str(CASE_STUDY.job.seq_len),
+        "--global-batch", str(CASE_STUDY.job.global_batch), "--pipeline-stages", str(CASE_STUDY.job.pipeline_stages),
+        "--data-parallel", str(CASE_STUDY.job.data_parallel)]
 
 
 def run_json(args, capsys):

@@ -22,36 +22,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from batchlab.formulas.batching import plan_batch
-from batchlab.formulas.checks import whole
-from batchlab.formulas.memory import MemorySettings, bytes_per_param
-from batchlab.formulas.partition import partition_layers
-from batchlab.formulas.presets import GPTConfig
+from batchlab.formulas.job import Job
+from batchlab.formulas.memory import bytes_per_param
 
 __all__ = ["p2p_messages", "p2p_bytes", "allreduce_bytes", "StepCommunication", "step_communication"]
 
 
 def p2p_messages(pipeline_stages: int, num_microbatches: int) -> int:
     """Point-to-point messages of one step: 2 (p − 1) m (one forward, one backward per boundary and micro-batch)."""
-    p = whole("pipeline_stages", pipeline_stages)
-    m = whole("num_microbatches", num_microbatches)
-    return 2 * (p - 1) * m
+    return 2 * (pipeline_stages - 1) * num_microbatches
 
 
 def p2p_bytes(pipeline_stages: int, num_microbatches: int, micro_batch_size: int, seq_len: int, d_model: int,
               element_bytes: int) -> int:
     """Bytes of those messages: each carries one micro-batch's [b, s, h] activations or their gradient."""
-    message = (whole("micro_batch_size", micro_batch_size) * whole("seq_len", seq_len) * whole("d_model", d_model)
-               * whole("element_bytes", element_bytes))
-    return p2p_messages(pipeline_stages, num_microbatches) * message
+    return p2p_messages(pipeline_stages, num_microbatches) * micro_batch_size * seq_len * d_model * element_bytes
 
 
 def allreduce_bytes(gradient_bytes: int, data_parallel: int) -> float:
     """Bytes each device sends in a ring all-reduce of ``gradient_bytes`` over ``data_parallel`` replicas:
     2 (d − 1) / d × gradient_bytes (0 without data parallelism)."""
-    g = whole("gradient_bytes", gradient_bytes, 0)
-    d = whole("data_parallel", data_parallel)
-    return 2 * (d - 1) / d * g
+    return 2 * (data_parallel - 1) / data_parallel * gradient_bytes
 
 
 @dataclass(frozen=True)
@@ -71,22 +62,19 @@ class StepCommunication:
         return self.allreduce_bytes / self.global_batch
 
 
-def step_communication(config: GPTConfig, seq_len: int, global_batch: int, micro_batch_size: int,
-                       pipeline_stages: int, data_parallel: int, precision: str = "bf16-mixed") -> StepCommunication:
-    """Point-to-point and all-reduce traffic of one step of the given job (module docstring).
+def step_communication(job: Job) -> StepCommunication:
+    """Point-to-point and all-reduce traffic of one step of ``job`` (module docstring).
 
     Activations travel at the precision's activation element size, gradients are all-reduced at its
     gradient size (both as in :mod:`batchlab.formulas.memory`).
     """
-    plan = plan_batch(micro_batch_size, pipeline_stages, data_parallel, global_batch=global_batch)
-    settings = MemorySettings(precision=precision)
-    grad_bytes = bytes_per_param(precision, settings.optimizer)["gradients"]
-    largest = max(stage.params for stage in partition_layers(config, pipeline_stages))
+    p, m = job.pipeline_stages, job.num_microbatches
+    grad_bytes = bytes_per_param(job.precision, job.optimizer)["gradients"]
+    largest = max(stage.params for stage in job.stages)
     return StepCommunication(
-        num_microbatches=plan.num_microbatches,
-        p2p_messages=p2p_messages(pipeline_stages, plan.num_microbatches),
-        p2p_bytes=p2p_bytes(pipeline_stages, plan.num_microbatches, micro_batch_size, seq_len, config.d_model,
-                            settings.element_bytes),
-        allreduce_bytes=allreduce_bytes(largest * grad_bytes, data_parallel),
-        global_batch=plan.global_batch,
+        num_microbatches=m,
+        p2p_messages=p2p_messages(p, m),
+        p2p_bytes=p2p_bytes(p, m, job.micro_batch_size, job.seq_len, job.model.d_model, job.element_bytes),
+        allreduce_bytes=allreduce_bytes(largest * grad_bytes, job.data_parallel),
+        global_batch=job.global_batch,
     )

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Mapping
 
 from batchlab.formulas.comm import step_communication
-from batchlab.formulas.memory import GIB, DEVICE_MEMORY_GIB, MemorySettings, stage_memory
-from batchlab.formulas.presets import GPTConfig
-from batchlab.formulas.throughput import RateCurve, model_step
+from batchlab.formulas.job import GIB, Job
+from batchlab.formulas.memory import stage_memory
+from batchlab.formulas.roofline import RateCurve
+from batchlab.formulas.throughput import model_step
 
 __all__ = ["EFFECTS", "MEMORY_EFFECT", "batch_effects", "effect_ratios"]
 
@@ -30,21 +31,10 @@ EFFECTS: dict[str, str] = {
 MEMORY_EFFECT = "peak_memory_gib"
 
 
-def batch_effects(config: GPTConfig, seq_len: int, global_batch: int, micro_batch_size: int, pipeline_stages: int,
-                  data_parallel: int, curve: RateCurve, schedule: str = "1f1b",
-                  settings: MemorySettings | None = None,
-                  device_memory_gib: float = DEVICE_MEMORY_GIB) -> dict[str, float]:
-    """The shape-determined entries of :data:`EFFECTS` for one job (all but ``"steps_to_target"``).
-
-    ``settings`` default: 16-bit mixed precision, Adam, no recomputation, with ``data_parallel`` replicas.
-    """
-    settings = settings or MemorySettings(data_parallel=data_parallel)
-    step = model_step(config, seq_len, global_batch, micro_batch_size, pipeline_stages, data_parallel, curve,
-                      schedule)
-    memory = stage_memory(config, pipeline_stages, micro_batch_size, seq_len, step.num_microbatches, schedule,
-                          settings, device_memory_gib)
-    comm = step_communication(config, seq_len, global_batch, micro_batch_size, pipeline_stages, data_parallel,
-                              settings.precision)
+def batch_effects(job: Job, curve: RateCurve) -> dict[str, float]:
+    """The shape-determined entries of :data:`EFFECTS` for ``job`` (all but ``"steps_to_target"``): its
+    memory, step and communication, all of the one job."""
+    step, memory, comm = model_step(job, curve), stage_memory(job), step_communication(job)
     return {
         "peak_memory_gib": max(memory.peak_bytes_per_stage) / GIB,
         "matmul_efficiency": step.matmul_efficiency,

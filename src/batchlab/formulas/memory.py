@@ -38,56 +38,27 @@ bytes about 1 % larger than the model (chapter 4.3 measures it).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from batchlab.formulas.checks import fraction, one_of, positive, whole
-from batchlab.formulas.partition import Stage, partition_layers
-from batchlab.formulas.pipeline_schedules import SCHEDULES, in_flight_microbatches
-from batchlab.formulas.presets import GPTConfig
+from batchlab.formulas.job import GIB, OPTIMIZER_STATES, Job
+from batchlab.formulas.partition import Stage
+from batchlab.formulas.precision import ELEMENT_BYTES, MASTER_WEIGHT_BYTES, PRECISION_DTYPE, PRECISIONS
+from batchlab.formulas.checks import fraction, one_of, whole
 
-__all__ = [
-    "PRECISIONS", "OPTIMIZER_STATES", "RECOMPUTE_MODES", "ATTENTION_KINDS", "GIB", "DEVICE_MEMORY_GIB",
-    "default_precision", "bytes_per_param", "ModelStates", "model_states", "MemorySettings",
-    "layer_activation_bytes", "stage_activation_bytes", "StageMemory", "MemoryReport", "stage_memory",
-    "grow_micro_batch",
-]
+__all__ = ["bytes_per_param", "ModelStates", "model_states", "layer_activation_bytes", "stage_activation_bytes",
+           "StageMemory", "MemoryReport", "stage_memory", "grow_micro_batch"]
 
-GIB = 2**30
-DEVICE_MEMORY_GIB = 64.0
-"""An Ascend 910B card's HBM: npu-smi reports 65536 MB (MiB units), i.e. 64 GiB."""
-
-PRECISIONS: dict[str, str] = {
-    "bf16-mixed": "16 位混合精度（bf16/fp16 计算，fp32 主权重）",
-    "fp32": "fp32 全精度",
-}
-# (weights, gradients, activation element) bytes, and whether an fp32 master copy is kept
-_PRECISION_BYTES: dict[str, tuple[int, int, int, int]] = {"bf16-mixed": (2, 2, 2, 4), "fp32": (4, 4, 4, 0)}
-OPTIMIZER_STATES: dict[str, int] = {"sgd": 0, "sgd-momentum": 4, "adam": 8, "adamw": 8}
-"""Optimizer-state bytes per parameter, fp32 (momentum: one buffer; Adam: two moments)."""
-RECOMPUTE_MODES: dict[str, str] = {
-    "none": "不重计算",
-    "selective": "选择性重计算（只重算注意力的 s² 部分）",
-    "full": "完全重计算（每层只存输入）",
-}
-ATTENTION_KINDS: dict[str, str] = {
-    "materialized": "显式注意力（保存 s×s 分数矩阵）",
-    "fused": "融合注意力（FlashAttention/SDPA，不保存 s×s）",
-}
 LOGIT_BYTES = 4       # the loss's log-softmax is kept in fp32 in both precisions
 TOKEN_ID_BYTES = 8    # int64 token ids
-
-
-def default_precision(config: GPTConfig) -> str:
-    """16-bit mixed for the GPT-2 sizes (as on a 910B); fp32 for the small models the book runs on a CPU."""
-    return "bf16-mixed" if config.name.startswith("gpt2") else "fp32"
 
 
 def bytes_per_param(precision: str, optimizer: str) -> dict[str, int]:
     """Bytes each parameter costs in weights, gradients and optimizer states (see the module table)."""
     one_of("precision", precision, PRECISIONS)
     one_of("optimizer", optimizer, OPTIMIZER_STATES)
-    weights, grads, _, master = _PRECISION_BYTES[precision]
-    return {"parameters": weights, "gradients": grads, "optimizer": master + OPTIMIZER_STATES[optimizer]}
+    element = ELEMENT_BYTES[PRECISION_DTYPE[precision]]
+    return {"parameters": element, "gradients": element,
+            "optimizer": MASTER_WEIGHT_BYTES[precision] + OPTIMIZER_STATES[optimizer]}
 
 
 @dataclass(frozen=True)
@@ -103,90 +74,45 @@ class ModelStates:
         return self.parameters + self.gradients + self.optimizer
 
 
-def model_states(params: int, precision: str, optimizer: str, zero1: bool = False,
-                 data_parallel: int = 1) -> ModelStates:
-    """Model-state bytes for ``params`` parameters; ZeRO-1 divides the optimizer states (master copy
-    included) over ``data_parallel`` replicas, rounding up."""
-    whole("params", params, 0)
-    dp = whole("data_parallel", data_parallel)
-    per = bytes_per_param(precision, optimizer)
+def model_states(params: int, job: Job) -> ModelStates:
+    """Model-state bytes of ``params`` parameters under ``job``'s precision and optimizer; ZeRO-1 divides
+    the optimizer states (master copy included) over the data-parallel replicas, rounding up."""
+    per = bytes_per_param(job.precision, job.optimizer)
     optimizer_bytes = per["optimizer"] * params
-    if zero1:
-        optimizer_bytes = -(-optimizer_bytes // dp)
+    if job.zero1:
+        optimizer_bytes = -(-optimizer_bytes // job.data_parallel)
     return ModelStates(per["parameters"] * params, per["gradients"] * params, optimizer_bytes)
 
 
-@dataclass(frozen=True)
-class MemorySettings:
-    """How a run is configured, as far as memory is concerned."""
-
-    precision: str = "bf16-mixed"
-    optimizer: str = "adam"
-    zero1: bool = False
-    data_parallel: int = 1
-    recompute: str = "none"
-    attention: str = "materialized"
-    dropout: bool | None = None
-    """Dropout masks present? None: as the model's ``dropout`` > 0 says."""
-    dropout_mask_bytes: int = 1
-
-    def __post_init__(self) -> None:
-        one_of("precision", self.precision, PRECISIONS)
-        one_of("optimizer", self.optimizer, OPTIMIZER_STATES)
-        one_of("zero1", self.zero1, (True, False))
-        whole("data_parallel", self.data_parallel)
-        one_of("recompute", self.recompute, RECOMPUTE_MODES)
-        one_of("attention", self.attention, ATTENTION_KINDS)
-        one_of("dropout", self.dropout, (None, True, False))
-        whole("dropout_mask_bytes", self.dropout_mask_bytes)
-
-    def has_dropout(self, config: GPTConfig) -> bool:
-        return config.dropout > 0 if self.dropout is None else self.dropout
-
-    @property
-    def element_bytes(self) -> int:
-        return _PRECISION_BYTES[self.precision][2]
-
-
-def _check_shape(config: GPTConfig, micro_batch_size: int, seq_len: int) -> tuple[int, int]:
-    b = whole("micro_batch_size", micro_batch_size)
-    s = whole("seq_len", seq_len)
-    if s > config.n_positions:
-        raise ValueError(f"seq_len = {s} 超过了 {config.name} 的 n_positions = {config.n_positions}")
-    return b, s
-
-
-def layer_activation_bytes(config: GPTConfig, micro_batch_size: int, seq_len: int,
-                           settings: MemorySettings = MemorySettings(), recompute: str | None = None) -> int:
+def layer_activation_bytes(job: Job, recompute: str | None = None) -> int:
     """Bytes one transformer layer keeps for the backward pass, for one micro-batch (module docstring).
-    ``recompute`` overrides ``settings.recompute`` (the working set is the ``"none"`` value)."""
-    b, s = _check_shape(config, micro_batch_size, seq_len)
-    mode = one_of("recompute", settings.recompute if recompute is None else recompute, RECOMPUTE_MODES)
-    e, h, a = settings.element_bytes, config.d_model, config.n_head
-    k = settings.dropout_mask_bytes if settings.has_dropout(config) else 0
+    ``recompute`` overrides ``job.recompute`` (the recomputed layer's working set is the ``"none"`` value)."""
+    mode = job.recompute if recompute is None else recompute
+    s, b, h, a = job.seq_len, job.micro_batch_size, job.model.d_model, job.model.n_head
+    e = job.element_bytes
+    k = job.dropout_mask_bytes if job.has_dropout else 0
     sbh = s * b * h
     if mode == "full":
         return e * sbh
     linear_part = (16 * e + 2 * k) * sbh
-    if mode == "selective" or settings.attention == "fused":
+    if mode == "selective" or job.attention == "fused":
         return linear_part
     scores = a * s * s * b
     return linear_part + e * scores + ((k + e) * scores if k else 0)
 
 
-def stage_activation_bytes(config: GPTConfig, stage: Stage, micro_batch_size: int, seq_len: int,
-                           settings: MemorySettings = MemorySettings()) -> int:
+def stage_activation_bytes(job: Job, stage: Stage) -> int:
     """Activation bytes one micro-batch leaves on ``stage``: its layers, plus the token ids (and the
     embedding's dropout mask) on the first stage, plus the final LayerNorm, head inputs and fp32
     log-softmax on the last."""
-    b, s = _check_shape(config, micro_batch_size, seq_len)
-    total = stage.num_layers * layer_activation_bytes(config, b, s, settings)
+    s, b, h = job.seq_len, job.micro_batch_size, job.model.d_model
+    total = stage.num_layers * layer_activation_bytes(job)
     if stage.has_embedding:
         total += TOKEN_ID_BYTES * s * b
-        if settings.has_dropout(config):
-            total += settings.dropout_mask_bytes * s * b * config.d_model
+        if job.has_dropout:
+            total += job.dropout_mask_bytes * s * b * h
     if stage.has_head:
-        total += 2 * settings.element_bytes * s * b * config.d_model + LOGIT_BYTES * s * b * config.vocab_size
+        total += 2 * job.element_bytes * s * b * h + LOGIT_BYTES * s * b * job.model.vocab_size
     return total
 
 
@@ -213,11 +139,14 @@ class StageMemory:
 
 @dataclass(frozen=True)
 class MemoryReport:
-    """Peak memory of every stage of one pipeline replica, against a device's capacity."""
+    """Peak memory of every stage of one pipeline replica of ``job``, against its device's capacity."""
 
     stages: tuple[StageMemory, ...]
-    device_memory_bytes: int
-    settings: MemorySettings = field(default_factory=MemorySettings)
+    job: Job
+
+    @property
+    def device_memory_bytes(self) -> int:
+        return self.job.device_memory_bytes
 
     @property
     def peak_bytes_per_stage(self) -> list[int]:
@@ -244,27 +173,15 @@ class MemoryReport:
         }
 
 
-def stage_memory(config: GPTConfig, pipeline_stages: int, micro_batch_size: int, seq_len: int,
-                 num_microbatches: int, schedule: str = "1f1b", settings: MemorySettings = MemorySettings(),
-                 device_memory_gib: float = DEVICE_MEMORY_GIB, partition: str = "uniform") -> MemoryReport:
-    """Peak bytes on each pipeline stage for one training step (module docstring), with the layers
-    split by :func:`batchlab.formulas.partition.partition_layers` and the schedule's in-flight micro-batches."""
-    one_of("schedule", schedule, SCHEDULES)
-    capacity = int(positive("device_memory_gib", device_memory_gib) * GIB)
-    b, s = _check_shape(config, micro_batch_size, seq_len)
-    in_flight = in_flight_microbatches(schedule, pipeline_stages, num_microbatches)
-    working = 0 if settings.recompute == "none" else layer_activation_bytes(config, b, s, settings, recompute="none")
-    rows = []
-    for stage, held in zip(partition_layers(config, pipeline_stages, partition), in_flight):
-        rows.append(StageMemory(
-            stage=stage.index,
-            states=model_states(stage.params, settings.precision, settings.optimizer, settings.zero1,
-                                settings.data_parallel),
-            in_flight=held,
-            activation_bytes_per_microbatch=stage_activation_bytes(config, stage, b, s, settings),
-            working_bytes=working,
-        ))
-    return MemoryReport(tuple(rows), capacity, settings)
+def stage_memory(job: Job) -> MemoryReport:
+    """Peak bytes on each pipeline stage of ``job`` for one training step (module docstring): the job's
+    layer split and the schedule's in-flight micro-batches."""
+    working = 0 if job.recompute == "none" else layer_activation_bytes(job, recompute="none")
+    rows = tuple(StageMemory(stage=stage.index, states=model_states(stage.params, job), in_flight=held,
+                             activation_bytes_per_microbatch=stage_activation_bytes(job, stage),
+                             working_bytes=working)
+                 for stage, held in zip(job.stages, job.in_flight_microbatches))
+    return MemoryReport(rows, job)
 
 
 def grow_micro_batch(measure, target_fraction: float = 0.9, start: int = 1, limit: int = 4096) -> dict:

@@ -12,11 +12,16 @@ from typing import Literal
 from batchlab.formulas.checks import one_of, positive, whole
 
 __all__ = [
-    "ScheduleName", "SCHEDULES", "Op", "Timeline", "bubble_fraction", "bubble_overhead",
-    "in_flight_microbatches", "schedule_order", "check_runnable", "simulate", "pipeline_timeline",
+    "ScheduleName", "SCHEDULES", "BACKWARD_PER_FORWARD", "Op", "Timeline", "bubble_fraction",
+    "in_flight_microbatches", "schedule_order", "runnable", "check_runnable", "simulate", "pipeline_timeline",
 ]
 
 ScheduleName = Literal["gpipe", "1f1b"]
+
+BACKWARD_PER_FORWARD = 2
+"""A backward pass costs twice its forward: the gradient with respect to the input and the one with
+respect to the weights are one matmul each (Narayanan et al. 2021, §5.1). The simulator's default op
+costs and the throughput model both read it."""
 # The schedules' names in code (keys) and as readers see them (values); plots, widgets and the CLI
 # read this one table.
 SCHEDULES: dict[str, str] = {"gpipe": "GPipe", "1f1b": "1F1B"}
@@ -25,11 +30,10 @@ SCHEDULES: dict[str, str] = {"gpipe": "GPipe", "1f1b": "1F1B"}
 def bubble_fraction(pipeline_stages: int, num_microbatches: int) -> float:
     """Idle share of a pipeline step, (p − 1)/(m + p − 1), as in GPipe and the lecture (原文).
 
-    With uniform stage costs, each of the p stages is busy for m slots out of m + p − 1.
+    With uniform stage costs, each of the p stages is busy for m slots out of m + p − 1. Plain
+    arithmetic: the counts come from a validated :class:`~batchlab.formulas.batching.BatchPlan` or job.
     """
-    p = whole("pipeline_stages", pipeline_stages)
-    m = whole("num_microbatches", num_microbatches)
-    return (p - 1) / (m + p - 1)
+    return (pipeline_stages - 1) / (num_microbatches + pipeline_stages - 1)
 
 
 def in_flight_microbatches(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[int]:
@@ -46,16 +50,6 @@ def in_flight_microbatches(schedule: ScheduleName, pipeline_stages: int, num_mic
     if schedule == "gpipe":
         return [m] * p
     return [min(p - s, m) for s in range(p)]
-
-
-def bubble_overhead(pipeline_stages: int, num_microbatches: int) -> float:
-    """Bubble time relative to useful compute, (p − 1)/m — the form Megatron-LM reports.
-
-    Same bubble, other denominator: bubble_fraction = overhead / (1 + overhead).
-    """
-    p = whole("pipeline_stages", pipeline_stages)
-    m = whole("num_microbatches", num_microbatches)
-    return (p - 1) / m
 
 
 @dataclass(frozen=True)
@@ -117,6 +111,11 @@ def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatche
     return orders
 
 
+def runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> bool:
+    """The rule :func:`check_runnable` enforces, as a test on valid counts: 1F1B needs m ≥ p."""
+    return schedule != "1f1b" or num_microbatches >= pipeline_stages
+
+
 def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> None:
     """Raise ValueError unless a real pipeline (:mod:`batchlab.measure.pipeline_local`) can run this schedule.
 
@@ -127,7 +126,7 @@ def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatche
     one_of("schedule", schedule, SCHEDULES)
     p = whole("pipeline_stages", pipeline_stages)
     m = whole("num_microbatches", num_microbatches)
-    if schedule == "1f1b" and m < p:
+    if not runnable(schedule, p, m):
         raise ValueError(f"num_microbatches = {m}：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = {p}"
                          "（torch.distributed.pipelining 的 Schedule1F1B 同样拒绝 m < p）")
 
@@ -135,7 +134,7 @@ def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatche
 def simulate(
     orders: list[list[tuple[str, int]]],
     forward_time: float = 1.0,
-    backward_time: float = 2.0,
+    backward_time: float = float(BACKWARD_PER_FORWARD),
     durations: dict[tuple[str, int, int], float] | None = None,
 ) -> tuple[Op, ...]:
     """Replay per-stage orders: an op starts when its stage is free and its input has arrived.
@@ -189,7 +188,7 @@ def pipeline_timeline(
     pipeline_stages: int,
     num_microbatches: int,
     forward_time: float = 1.0,
-    backward_time: float = 2.0,
+    backward_time: float = float(BACKWARD_PER_FORWARD),
 ) -> Timeline:
     """Simulated timeline of one optimizer step of ``schedule``."""
     orders = schedule_order(schedule, pipeline_stages, num_microbatches)

@@ -18,20 +18,16 @@ and a range where sources disagree (see :class:`DevicePeak`). Measure your own d
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from batchlab.formulas.checks import one_of, positive, whole
+from batchlab.formulas.precision import element_bytes
+from batchlab.formulas.presets import GPTConfig
 
-__all__ = ["ELEMENT_BYTES", "element_bytes", "matmul_flops", "matmul_bytes", "arithmetic_intensity",
-           "ridge_point", "roofline_flops", "tokens_per_matmul", "DevicePeak", "DEVICE_PRESETS"]
-
-ELEMENT_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
-"""Bytes per element of the dtypes the book benchmarks."""
-
-
-def element_bytes(dtype: str) -> int:
-    """Bytes per element of ``dtype`` (``"float32"``, ``"bfloat16"`` or ``"float16"``)."""
-    return ELEMENT_BYTES[one_of("dtype", dtype, ELEMENT_BYTES)]
+__all__ = ["matmul_flops", "matmul_bytes", "arithmetic_intensity", "ridge_point", "roofline_flops",
+           "tokens_per_matmul", "RateCurve", "ROOFLINE_ROWS", "roofline_curve", "DevicePeak", "DEVICE_PRESETS"]
 
 
 def matmul_flops(m: int, k: int, n: int) -> int:
@@ -73,6 +69,72 @@ def tokens_per_matmul(micro_batch_size: int, seq_len: int) -> int:
     return whole("micro_batch_size", micro_batch_size) * whole("seq_len", seq_len)
 
 
+
+@dataclass(frozen=True)
+class RateCurve:
+    """Achieved FLOP/s as a function of M (rows of the matmul): measured points, or a roofline's."""
+
+    rows: tuple[int, ...]
+    flops_per_second: tuple[float, ...]
+    name: str = "measured"
+
+    def __post_init__(self) -> None:
+        if len(self.rows) != len(self.flops_per_second) or not self.rows:
+            raise ValueError("rows 与 flops_per_second 必须一一对应且非空")
+        for m, f in zip(self.rows, self.flops_per_second):
+            whole("rows", m)
+            positive("flops_per_second", f)
+        if list(self.rows) != sorted(set(self.rows)):
+            raise ValueError(f"rows = {self.rows}：必须严格递增")
+
+    @classmethod
+    def from_results(cls, results: Sequence[dict], name: str = "measured") -> "RateCurve":
+        """From :func:`batchlab.measure.matmul.bench_matmul`'s ``results`` rows (keys ``m`` and ``tflops``)."""
+        pairs = sorted((int(r["m"]), float(r["tflops"]) * 1e12) for r in results)
+        return cls(tuple(m for m, _ in pairs), tuple(f for _, f in pairs), name)
+
+    def rate(self, rows: float) -> float:
+        """FLOP/s at ``rows`` (> 0): log–log interpolation, held flat beyond the measured ends."""
+        ms, fs = self.rows, self.flops_per_second
+        if rows <= ms[0]:
+            return fs[0]
+        if rows >= ms[-1]:
+            return fs[-1]
+        for (m0, f0), (m1, f1) in zip(zip(ms, fs), zip(ms[1:], fs[1:])):
+            if m0 <= rows <= m1:
+                t = (math.log(rows) - math.log(m0)) / (math.log(m1) - math.log(m0))
+                return math.exp(math.log(f0) + t * (math.log(f1) - math.log(f0)))
+        raise AssertionError("unreachable: rows lies inside the measured range")
+
+    @property
+    def best(self) -> float:
+        return max(self.flops_per_second)
+
+    def efficiency(self, rows: float) -> float:
+        """The rate at ``rows`` as a fraction of the best measured rate."""
+        return self.rate(rows) / self.best
+
+
+ROOFLINE_ROWS: tuple[int, ...] = tuple(2**k for k in range(8, 17))
+"""M = 256, 512, …, 65536: the rows :func:`roofline_curve` evaluates (held flat beyond them)."""
+
+
+def roofline_curve(config: GPTConfig, peak_flops: float, bandwidth: float, dtype: str = "bfloat16",
+                   name: str | None = None) -> RateCurve:
+    """A rate curve from a device's roofline: at each M of :data:`ROOFLINE_ROWS`, the attainable FLOP/s
+    min(peak, intensity × bandwidth) of the layer's MLP matmul [M, h] × [h, 4h] in ``dtype``.
+
+    ``peak_flops`` in FLOP/s, ``bandwidth`` in bytes/s. An upper bound: real kernels reach less. For a
+    preset's ends, :meth:`DevicePeak.curve`.
+    """
+    peak, bw = positive("peak_flops", peak_flops), positive("bandwidth", bandwidth)
+    h, e = config.d_model, element_bytes(dtype)
+    rates = tuple(roofline_flops(arithmetic_intensity(m, h, 4 * h, e), peak, bw) for m in ROOFLINE_ROWS)
+    if name is None:
+        name = f"屋顶线（{peak / 1e12:g} TFLOPS，{bw / 1e12:g} TB/s，{dtype}）"
+    return RateCurve(ROOFLINE_ROWS, rates, name)
+
+
 def _low_high(name: str, value: float | tuple[float, float]) -> tuple[float, float]:
     pair = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(pair) != 2:
@@ -111,6 +173,13 @@ class DevicePeak:
         """The smallest and largest ridge point the ranges allow: (peak_low / bw_high, peak_high / bw_low)."""
         return (ridge_point(self.peak_flops[0], self.memory_bandwidth[1]),
                 ridge_point(self.peak_flops[1], self.memory_bandwidth[0]))
+
+    def curve(self, config: GPTConfig, end: str = "low") -> RateCurve:
+        """The rate curve of ``config``'s MLP matmul under this device's ``"low"`` (both roofs at their
+        low ends) or ``"high"`` roofline, in bf16: what the book's 910B tables and tuner assume."""
+        i = ("low", "high").index(one_of("end", end, ("low", "high")))
+        return roofline_curve(config, self.peak_flops[i], self.memory_bandwidth[i],
+                              name=f"{self.name} 屋顶线（{'低端' if end == 'low' else '高端'}）")
 
     def attainable(self, intensity: float) -> tuple[float, float]:
         """Attainable FLOP/s at ``intensity`` with both roofs low, and with both high."""

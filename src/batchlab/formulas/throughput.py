@@ -19,82 +19,47 @@ the measured range, or a device preset's roofline.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Sequence
 
-from batchlab.formulas.checks import one_of, positive, whole
-from batchlab.formulas.partition import partition_layers
-from batchlab.formulas.pipeline_schedules import SCHEDULES, bubble_fraction
+from batchlab.formulas.checks import positive
+from batchlab.formulas.job import Job
+from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, bubble_fraction
 from batchlab.formulas.presets import GPTConfig
+from batchlab.formulas.roofline import RateCurve
 
-__all__ = ["layer_forward_flops", "head_forward_flops", "model_flops_per_token", "RateCurve",
-           "StepModel", "model_step"]
-
+__all__ = ["layer_forward_flops", "head_forward_flops", "model_flops_per_token",
+           "mfu", "StepModel", "model_step"]
 
 def layer_forward_flops(config: GPTConfig, micro_batch_size: int, seq_len: int) -> float:
     """One transformer layer's forward matmul FLOPs for one micro-batch: 24·b·s·h²·(1 + s/(6h))."""
-    b, s, h = whole("micro_batch_size", micro_batch_size), whole("seq_len", seq_len), config.d_model
+    b, s, h = micro_batch_size, seq_len, config.d_model
     return 24 * b * s * h * h * (1 + s / (6 * h))
 
 
 def head_forward_flops(config: GPTConfig, micro_batch_size: int, seq_len: int) -> float:
     """The output head's forward FLOPs (logits): 2·b·s·h·V."""
-    return 2 * whole("micro_batch_size", micro_batch_size) * whole("seq_len", seq_len) * config.d_model * config.vocab_size
+    return 2 * micro_batch_size * seq_len * config.d_model * config.vocab_size
 
 
-def model_flops_per_token(config: GPTConfig, seq_len: int, recompute: bool = False) -> float:
-    """Training FLOPs per token (forward + backward, + one more forward of the layers with full
-    recomputation): Narayanan et al. 2021's 72 (or 96)·l·h²·(1 + s/(6h) + V/(12 (or 16)·l·h))."""
-    layers = config.n_layer * layer_forward_flops(config, 1, seq_len) / seq_len
-    head = head_forward_flops(config, 1, seq_len) / seq_len
-    return (4 if recompute else 3) * layers + 3 * head
+def _training_flops(layers: float, head: float, recompute: str) -> float:
+    """Forward + backward of ``layers`` and ``head`` forward FLOPs; full recomputation runs the layers'
+    forward once more (selective recomputation's extra attention work is small and not counted)."""
+    return (1 + BACKWARD_PER_FORWARD) * (layers + head) + (layers if recompute == "full" else 0.0)
 
 
-@dataclass(frozen=True)
-class RateCurve:
-    """Achieved FLOP/s as a function of M (rows of the matmul), from measured points."""
+def model_flops_per_token(job: Job) -> float:
+    """Training FLOPs per token of ``job``'s model and sequence length: Narayanan et al. 2021's
+    72·l·h²·(1 + s/(6h) + V/(12·l·h)), or with full recomputation 96·l·h²·(1 + s/(6h) + V/(16·l·h))."""
+    config, s = job.model, job.seq_len
+    layers = config.n_layer * layer_forward_flops(config, 1, s) / s
+    return _training_flops(layers, head_forward_flops(config, 1, s) / s, job.recompute)
 
-    rows: tuple[int, ...]
-    flops_per_second: tuple[float, ...]
-    name: str = "measured"
 
-    def __post_init__(self) -> None:
-        if len(self.rows) != len(self.flops_per_second) or not self.rows:
-            raise ValueError("rows 与 flops_per_second 必须一一对应且非空")
-        for m, f in zip(self.rows, self.flops_per_second):
-            whole("rows", m)
-            positive("flops_per_second", f)
-        if list(self.rows) != sorted(set(self.rows)):
-            raise ValueError(f"rows = {self.rows}：必须严格递增")
-
-    @classmethod
-    def from_results(cls, results: Sequence[dict], name: str = "measured") -> "RateCurve":
-        """From ``bench_matmul``'s ``results`` rows (keys ``m`` and ``tflops``)."""
-        pairs = sorted((int(r["m"]), float(r["tflops"]) * 1e12) for r in results)
-        return cls(tuple(m for m, _ in pairs), tuple(f for _, f in pairs), name)
-
-    def rate(self, rows: float) -> float:
-        """FLOP/s at ``rows``: log–log interpolation, held flat beyond the measured ends."""
-        positive("rows", rows)
-        ms, fs = self.rows, self.flops_per_second
-        if rows <= ms[0]:
-            return fs[0]
-        if rows >= ms[-1]:
-            return fs[-1]
-        for (m0, f0), (m1, f1) in zip(zip(ms, fs), zip(ms[1:], fs[1:])):
-            if m0 <= rows <= m1:
-                t = (math.log(rows) - math.log(m0)) / (math.log(m1) - math.log(m0))
-                return math.exp(math.log(f0) + t * (math.log(f1) - math.log(f0)))
-        raise AssertionError("unreachable: rows lies inside the measured range")
-
-    @property
-    def best(self) -> float:
-        return max(self.flops_per_second)
-
-    def efficiency(self, rows: float) -> float:
-        """The rate at ``rows`` as a fraction of the best measured rate."""
-        return self.rate(rows) / self.best
+def mfu(tokens_per_second: float, job: Job, peak_flops: float) -> float:
+    """Model FLOPs utilisation of ``job`` at a measured throughput (tokens/s of the whole job):
+    tokens/s × :func:`model_flops_per_token` / (devices × ``peak_flops``, one device's FLOP/s)."""
+    return (positive("tokens_per_second", tokens_per_second) * model_flops_per_token(job)
+            / (job.devices * positive("peak_flops", peak_flops)))
 
 
 @dataclass(frozen=True)
@@ -115,26 +80,16 @@ class StepModel:
     """Of the whole job (all data-parallel replicas), communication not counted."""
 
 
-def model_step(config: GPTConfig, seq_len: int, global_batch: int, micro_batch_size: int,
-               pipeline_stages: int, data_parallel: int, curve: RateCurve, schedule: str = "1f1b",
-               recompute: bool = False) -> StepModel:
-    """Modelled step: (m + p − 1) slots of the busiest stage's forward + backward, each matmul at the
-    curve's rate for M = micro × seq rows. GPipe and 1F1B take the same time (they differ in memory).
-    ``recompute`` (full recomputation) adds one more forward of the layers to each slot."""
-    one_of("schedule", schedule, SCHEDULES)
-    b, p, dp = whole("micro_batch_size", micro_batch_size), whole("pipeline_stages", pipeline_stages), whole("data_parallel", data_parallel)
-    g = whole("global_batch", global_batch)
-    if g % (b * dp):
-        raise ValueError(f"global_batch = {g} 不能被 micro_batch_size × data_parallel = {b} × {dp} = {b * dp} 整除")
-    m = g // (b * dp)
-    rows = b * whole("seq_len", seq_len)
-    rate = curve.rate(rows)
-    stage_flops = []
-    for stage in partition_layers(config, p):
-        layers = stage.num_layers * layer_forward_flops(config, b, seq_len)
-        head = head_forward_flops(config, b, seq_len) if stage.has_head else 0.0
-        # forward + backward (twice the forward); full recomputation runs the layers' forward again
-        stage_flops.append(3 * (layers + head) + (layers if recompute else 0.0))
-    slot = max(stage_flops) / rate
+def model_step(job: Job, curve: RateCurve) -> StepModel:
+    """Modelled step of ``job``: (m + p − 1) slots of the busiest stage's forward + backward, each matmul
+    at ``curve``'s rate for M = micro × seq rows. GPipe and 1F1B take the same time (they differ in
+    memory); full recomputation adds one more forward of the layers to each slot."""
+    b, s, p, m = job.micro_batch_size, job.seq_len, job.pipeline_stages, job.num_microbatches
+    rows = job.tokens_per_microbatch
+    layer, head = layer_forward_flops(job.model, b, s), head_forward_flops(job.model, b, s)
+    busiest = max(_training_flops(stage.num_layers * layer, head if stage.has_head else 0.0, job.recompute)
+                  for stage in job.stages)
+    slot = busiest / curve.rate(rows)
     step = (m + p - 1) * slot
-    return StepModel(b, m, p, rows, curve.efficiency(rows), slot, bubble_fraction(p, m), step, g * seq_len / step)
+    return StepModel(b, m, p, rows, curve.efficiency(rows), slot, bubble_fraction(p, m), step,
+                     job.global_batch * s / step)

@@ -7,7 +7,7 @@ micro-batches (1F1B needs m ≥ p, :func:`batchlab.formulas.pipeline_schedules.c
 module puts side by side what the book computes in separate chapters:
 
 * the bubble (p − 1)/(m + p − 1) and the modelled tokens/s (:func:`batchlab.formulas.throughput.model_step`,
-  with a rate curve: measured, or :func:`roofline_curve` from a device's two roofs);
+  with a rate curve: measured, or a device preset's roofline, :meth:`batchlab.formulas.roofline.DevicePeak.curve`);
 * the worst stage's peak memory against the device (:func:`batchlab.formulas.memory.stage_memory`).
 
 :func:`tune` recommends the fitting candidate with the highest modelled tokens/s. When nothing fits it
@@ -18,54 +18,30 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from batchlab.formulas.checks import divides, one_of, positive, whole
-from batchlab.formulas.memory import DEVICE_MEMORY_GIB, RECOMPUTE_MODES, MemorySettings, default_precision, stage_memory
-from batchlab.formulas.partition import partition_layers
-from batchlab.formulas.pipeline_schedules import SCHEDULES, check_runnable
-from batchlab.formulas.presets import GPTConfig
-from batchlab.formulas.roofline import arithmetic_intensity, element_bytes, roofline_flops
-from batchlab.formulas.throughput import RateCurve, model_step
+from batchlab.formulas.job import Job
+from batchlab.formulas.memory import stage_memory
+from batchlab.formulas.pipeline_schedules import runnable
+from batchlab.formulas.roofline import RateCurve
+from batchlab.formulas.throughput import model_step
 
-__all__ = ["ROOFLINE_ROWS", "roofline_curve", "tune"]
-
-ROOFLINE_ROWS: tuple[int, ...] = tuple(2**k for k in range(8, 17))
-"""M = 256, 512, …, 65536: the rows :func:`roofline_curve` evaluates (held flat beyond them)."""
+__all__ = ["tune"]
 
 _RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
-def roofline_curve(config: GPTConfig, peak_flops: float, bandwidth: float, dtype: str = "bfloat16",
-                   name: str | None = None) -> RateCurve:
-    """A rate curve from a device's roofline: at each M of :data:`ROOFLINE_ROWS`, the attainable FLOP/s
-    min(peak, intensity × bandwidth) of the layer's MLP matmul [M, h] × [h, 4h] in ``dtype``.
-
-    ``peak_flops`` in FLOP/s, ``bandwidth`` in bytes/s (e.g. ``DEVICE_PRESETS["ascend-910b"]``'s
-    ``peak_flops[0]`` and ``memory_bandwidth[0]``). An upper bound: real kernels reach less.
-    """
-    peak, bw = positive("peak_flops", peak_flops), positive("bandwidth", bandwidth)
-    h, e = config.d_model, element_bytes(dtype)
-    rates = tuple(roofline_flops(arithmetic_intensity(m, h, 4 * h, e), peak, bw) for m in ROOFLINE_ROWS)
-    if name is None:
-        name = f"屋顶线（{peak / 1e12:g} TFLOPS，{bw / 1e12:g} TB/s，{dtype}）"
-    return RateCurve(ROOFLINE_ROWS, rates, name)
-
-
-def _candidates(config: GPTConfig, seq_len: int, global_batch: int, pipeline_stages: int, data_parallel: int,
-                curve: RateCurve, schedule: str, settings: MemorySettings, device_memory_gib: float) -> list[dict]:
-    per_replica = global_batch // data_parallel
+def _candidates(job: Job, curve: RateCurve, **changes: object) -> list[dict]:
+    """One row per runnable micro-batch size of ``job`` with ``changes`` applied (each its own job)."""
+    p = changes.get("pipeline_stages", job.pipeline_stages)
+    per_replica = job.global_batch // job.data_parallel
     rows = []
-    for b in (b for b in range(1, per_replica + 1) if per_replica % b == 0):
-        m = per_replica // b
-        try:
-            check_runnable(schedule, pipeline_stages, m)
-        except ValueError:
-            continue  # 1F1B with m < p: no runtime of 4.4 runs it
-        step = model_step(config, seq_len, global_batch, b, pipeline_stages, data_parallel, curve, schedule,
-                          recompute=settings.recompute == "full")
-        memory = stage_memory(config, pipeline_stages, b, seq_len, m, schedule, settings, device_memory_gib)
+    for b in range(1, per_replica + 1):
+        if per_replica % b or not runnable(job.schedule, p, per_replica // b):
+            continue  # not a whole number of micro-batches, or 1F1B with m < p: no runtime of 4.4 runs it
+        candidate = replace(job, micro_batch_size=b, **changes)
+        step, memory = model_step(candidate, curve), stage_memory(candidate)
         rows.append({
             "micro_batch_size": b,
-            "num_microbatches": m,
+            "num_microbatches": candidate.num_microbatches,
             "bubble_fraction": step.bubble_fraction,
             "peak_memory_fraction": memory.peak_memory_fraction,
             "fits": memory.fits,
@@ -76,93 +52,61 @@ def _candidates(config: GPTConfig, seq_len: int, global_batch: int, pipeline_sta
     return rows
 
 
-def _first_fit(rows: list[dict]) -> int | None:
+def _largest_fit(rows: list[dict]) -> int | None:
     """The largest fitting micro-batch size (memory grows with b, so the largest says most)."""
     fitting = [r["micro_batch_size"] for r in rows if r["fits"]]
     return max(fitting) if fitting else None
 
 
-def _suggest(config: GPTConfig, seq_len: int, global_batch: int, pipeline_stages: int, data_parallel: int,
-             curve: RateCurve, schedule: str, settings: MemorySettings,
-             device_memory_gib: float) -> tuple[str, dict | None]:
+def _suggest(job: Job, curve: RateCurve) -> tuple[str, dict | None]:
     """When nothing fits: the first single change (recompute, then more stages) that makes some
-    micro-batch fit, as a sentence and as the changed arguments; then the two together."""
-    stronger = _RECOMPUTE_ORDER[_RECOMPUTE_ORDER.index(settings.recompute) + 1:]
-    deeper = [p for p in range(pipeline_stages + 1, config.n_layer + 1) if config.n_layer % p == 0]
+    micro-batch fit, as a sentence and as the changed fields; then the two together."""
+    stronger = _RECOMPUTE_ORDER[_RECOMPUTE_ORDER.index(job.recompute) + 1:]
+    n_layer, p0, dp = job.model.n_layer, job.pipeline_stages, job.data_parallel
+    deeper = [p for p in range(p0 + 1, n_layer + 1) if n_layer % p == 0]
 
-    def fits_with(mode: str, p: int) -> int | None:
-        try:
-            rows = _candidates(config, seq_len, global_batch, p, data_parallel, curve, schedule,
-                               replace(settings, recompute=mode), device_memory_gib)
-        except ValueError:
-            return None
-        return _first_fit(rows)
+    def fits_with(**changes: object) -> int | None:
+        return _largest_fit(_candidates(job, curve, **changes))
 
     for mode in stronger:
-        b = fits_with(mode, pipeline_stages)
-        if b is not None:
+        if (b := fits_with(recompute=mode)) is not None:
             return f"用 {mode} 重计算后微批次大小 {b} 放得下", {"recompute": mode}
     for p in deeper:
-        b = fits_with(settings.recompute, p)
-        if b is not None:
-            return (f"把流水线阶段数从 {pipeline_stages} 增大到 {p}（设备数 {p} × {data_parallel} = "
-                    f"{p * data_parallel}）后微批次大小 {b} 放得下"), {"pipeline_stages": p}
+        if (b := fits_with(pipeline_stages=p)) is not None:
+            return (f"把流水线阶段数从 {p0} 增大到 {p}（设备数 {p} × {dp} = {p * dp}）后微批次大小 {b} 放得下",
+                    {"pipeline_stages": p})
     for mode in stronger:
         for p in deeper:
-            b = fits_with(mode, p)
-            if b is not None:
-                return (f"用 {mode} 重计算并把流水线阶段数从 {pipeline_stages} 增大到 {p}（设备数 "
-                        f"{p * data_parallel}）后微批次大小 {b} 放得下"), {"recompute": mode, "pipeline_stages": p}
+            if (b := fits_with(recompute=mode, pipeline_stages=p)) is not None:
+                return (f"用 {mode} 重计算并把流水线阶段数从 {p0} 增大到 {p}（设备数 {p * dp}）后微批次大小 {b} 放得下",
+                        {"recompute": mode, "pipeline_stages": p})
     return ("重计算和更多流水线阶段（到 n_layer = "
-            f"{config.n_layer}）都不够：需要更大的显存、ZeRO-1、更低的精度或更短的序列"), None
+            f"{n_layer}）都不够：需要更大的显存、ZeRO-1、更低的精度或更短的序列"), None
 
 
-def tune(config: GPTConfig, seq_len: int, global_batch: int, pipeline_stages: int, data_parallel: int,
-         curve: RateCurve, *, schedule: str = "1f1b", recompute: str = "none",
-         device_memory_gib: float = DEVICE_MEMORY_GIB, settings: MemorySettings | None = None) -> dict:
-    """Every runnable micro-batch size of this configuration, and the recommended one.
+def tune(job: Job, curve: RateCurve) -> dict:
+    """Every runnable micro-batch size of ``job`` (its own micro-batch size is one choice among them), and
+    the recommended one.
 
     Candidates: each divisor b of global_batch / data_parallel, except (1F1B) those with fewer
-    micro-batches than stages. Each is a dict with ``micro_batch_size``, ``num_microbatches``,
-    ``bubble_fraction``, ``peak_memory_fraction`` (worst stage / device), ``fits``, ``tokens_per_second``
-    (whole job, :func:`batchlab.formulas.throughput.model_step` on ``curve``; full recomputation adds a forward),
-    ``matmul_efficiency`` and ``step_seconds``.
+    micro-batches than stages, each as ``dataclasses.replace(job, micro_batch_size=b)``. Each row is a
+    dict with ``micro_batch_size``, ``num_microbatches``, ``bubble_fraction``, ``peak_memory_fraction``
+    (worst stage / device), ``fits``, ``tokens_per_second`` (whole job,
+    :func:`batchlab.formulas.throughput.model_step` on ``curve``), ``matmul_efficiency`` and ``step_seconds``.
 
-    ``settings`` (precision, optimizer, ZeRO-1, attention, dropout) defaults to the model's default
-    precision with Adam; its ``recompute`` and ``data_parallel`` are replaced by this function's
-    arguments. Returns ``candidates``, ``recommended`` (the fitting candidate with the highest modelled
-    tokens/s, or None), ``suggestion`` (None when something fits; else a Chinese sentence naming the
-    first change that makes some micro-batch fit) and ``suggested_change`` (that change as the
-    arguments to pass to ``tune`` again, e.g. ``{"recompute": "selective"}``; None if none helps or
-    nothing needed). Raises ValueError on invalid input.
+    Returns ``candidates``, ``recommended`` (the fitting candidate with the highest modelled tokens/s, or
+    None), ``suggestion`` (None when something fits; else a Chinese sentence naming the first change
+    that makes some micro-batch fit) and ``suggested_change`` (that change as job fields to replace, e.g.
+    ``{"recompute": "selective"}``; None if none helps or nothing needed).
     """
-    if not isinstance(config, GPTConfig):
-        raise ValueError(f"config = {config!r}：必须是 GPTConfig（batchlab.formulas.presets.get_config）")
+    if not isinstance(job, Job):
+        raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
     if not isinstance(curve, RateCurve):
-        raise ValueError(f"curve = {curve!r}：必须是 RateCurve（实测点，或 roofline_curve 的屋顶线）")
-    seq_len = whole("seq_len", seq_len)
-    if seq_len > config.n_positions:
-        raise ValueError(f"seq_len = {seq_len}：必须在 1 到 {config.name} 的 n_positions = {config.n_positions} 之间")
-    g, dp = whole("global_batch", global_batch), whole("data_parallel", data_parallel)
-    p = whole("pipeline_stages", pipeline_stages)
-    per_replica = divides("global_batch", g, "data_parallel", dp)
-    partition_layers(config, p)  # every stage needs a layer
-    one_of("schedule", schedule, SCHEDULES)
-    one_of("recompute", recompute, RECOMPUTE_MODES)
-    positive("device_memory_gib", device_memory_gib)
-    if settings is None:
-        settings = MemorySettings(precision=default_precision(config))
-    elif not isinstance(settings, MemorySettings):
-        raise ValueError(f"settings = {settings!r}：必须是 MemorySettings 或 None")
-    settings = replace(settings, recompute=recompute, data_parallel=dp)
-
-    rows = _candidates(config, seq_len, g, p, dp, curve, schedule, settings, device_memory_gib)
-    if not rows:
-        raise ValueError(f"每个数据并行副本只有 global_batch / data_parallel = {g} / {dp} = {per_replica} 条序列，"
-                         f"凑不出 {SCHEDULES[schedule]} 要求的 ≥ pipeline_stages = {p} 个微批次：没有可运行的微批次大小")
+        raise ValueError(f"curve = {curve!r}：必须是 RateCurve（实测点，或 DevicePeak.curve 的屋顶线）")
+    rows = _candidates(job, curve)
     fitting = [r for r in rows if r["fits"]]
     recommended = max(fitting, key=lambda r: r["tokens_per_second"]) if fitting else None
     suggestion = change = None
     if recommended is None:
-        suggestion, change = _suggest(config, seq_len, g, p, dp, curve, schedule, settings, device_memory_gib)
+        suggestion, change = _suggest(job, curve)
     return {"candidates": rows, "recommended": recommended, "suggestion": suggestion, "suggested_change": change}

@@ -8,34 +8,30 @@ an input to a model, only to a comparison.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 
-from batchlab.lecture.case import CaseConfig
-from batchlab.formulas.checks import positive, whole
-from batchlab.formulas.memory import DEVICE_MEMORY_GIB, PRECISIONS, RECOMPUTE_MODES, MemorySettings, stage_memory
+from batchlab.formulas.job import RECOMPUTE_MODES, Job
+from batchlab.formulas.memory import stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES
+from batchlab.formulas.precision import PRECISIONS
 from batchlab.formulas.presets import count_params
-from batchlab.formulas.throughput import RateCurve, model_flops_per_token, model_step
+from batchlab.formulas.roofline import RateCurve
+from batchlab.formulas.throughput import mfu, model_step
+from batchlab.lecture.case import CaseConfig
 
-__all__ = ["memory_grid", "matching_settings", "memory_can_drop", "implied_mfu", "modelled_speedup", "AuditRow",
-           "audit_case"]
+__all__ = ["memory_grid", "matching_settings", "memory_can_drop", "modelled_speedup", "AuditRow", "audit_case"]
 
 MemoryKey = tuple[str, str, str, bool]
 """(schedule, recompute, precision, zero1)"""
 
 
-def memory_grid(case: CaseConfig, device_memory_gib: float = DEVICE_MEMORY_GIB) -> dict[MemoryKey, float]:
-    """The worst stage's peak memory fraction of ``case`` under every schedule, recompute mode, precision
-    and ZeRO-1 choice (Adam throughout, as the lecture's GPT-2 training would use)."""
-    plan = case.plan()
-    grid = {}
-    for schedule, recompute, precision, zero1 in product(SCHEDULES, RECOMPUTE_MODES, PRECISIONS, (False, True)):
-        settings = MemorySettings(precision=precision, recompute=recompute, zero1=zero1, data_parallel=case.data_parallel)
-        report = stage_memory(case.config, case.pipeline_stages, case.micro_batch_size, case.seq_len,
-                              plan.num_microbatches, schedule, settings, device_memory_gib)
-        grid[(schedule, recompute, precision, zero1)] = report.peak_memory_fraction
-    return grid
+def memory_grid(job: Job) -> dict[MemoryKey, float]:
+    """The worst stage's peak memory fraction of ``job`` under every schedule, recompute mode, precision
+    and ZeRO-1 choice (its optimizer, Adam in the lecture's case, throughout)."""
+    return {(schedule, recompute, precision, zero1): stage_memory(replace(
+                job, schedule=schedule, recompute=recompute, precision=precision, zero1=zero1)).peak_memory_fraction
+            for schedule, recompute, precision, zero1 in product(SCHEDULES, RECOMPUTE_MODES, PRECISIONS, (False, True))}
 
 
 def matching_settings(grid: dict[MemoryKey, float], reported: float, tolerance: float = 0.03) -> list[MemoryKey]:
@@ -48,21 +44,9 @@ def memory_can_drop(before: dict[MemoryKey, float], after: dict[MemoryKey, float
     return [key for key in before if after[key] < before[key]]
 
 
-def implied_mfu(tokens_per_second: float, case: CaseConfig, peak_flops: float, recompute: bool = False) -> float:
-    """Model FLOPs utilisation implied by a job's throughput: tokens/s × FLOPs per token (Narayanan et al.
-    2021) / (devices × peak FLOP/s of one device)."""
-    devices = case.pipeline_stages * case.data_parallel
-    flops = model_flops_per_token(case.config, case.seq_len, recompute=recompute)
-    return positive("tokens_per_second", tokens_per_second) * flops / (devices * positive("peak_flops", peak_flops))
-
-
-def modelled_speedup(before: CaseConfig, after: CaseConfig, curve: RateCurve, recompute_before: bool = False,
-                     recompute_after: bool = False) -> float:
+def modelled_speedup(before: Job, after: Job, curve: RateCurve) -> float:
     """Modelled tokens/s of ``after`` over ``before`` (4.4's step model: bubble + matmul rate at M = micro × seq)."""
-    steps = [model_step(c.config, c.seq_len, c.global_batch, c.micro_batch_size, c.pipeline_stages,
-                        c.data_parallel, curve, recompute=r)
-             for c, r in ((before, recompute_before), (after, recompute_after))]
-    return steps[1].tokens_per_second / steps[0].tokens_per_second
+    return model_step(after, curve).tokens_per_second / model_step(before, curve).tokens_per_second
 
 
 @dataclass(frozen=True)
@@ -79,9 +63,8 @@ class AuditRow:
 def audit_case(before: CaseConfig, after: CaseConfig, curves: dict[str, RateCurve],
                peak_flops: tuple[float, float]) -> list[AuditRow]:
     """Every number of the case, recomputed; the verdict column is decided by each row's criterion."""
-    whole("devices", before.pipeline_stages * before.data_parallel)
     rows = []
-    params = count_params(before.config)
+    params = count_params(before.job.model)
     rows.append(AuditRow("模型参数量 1.5B", "1.5B", f"{params:,}", "与 1.5×10⁹ 相差不超过 5%",
                          abs(params - 1.5e9) / 1.5e9 <= 0.05))
     for case, m_reported, bubble_reported in ((before, 16, 0.158), (after, 8, 0.273)):
@@ -90,7 +73,7 @@ def audit_case(before: CaseConfig, after: CaseConfig, curves: dict[str, RateCurv
                              f"m = {plan.num_microbatches}，{plan.bubble_fraction:.2%}（读法：{plan.grad_accum_reading}）",
                              "m 相同，气泡四舍五入到 0.1% 后相同",
                              plan.num_microbatches == m_reported and round(plan.bubble_fraction, 3) == bubble_reported))
-    grid_before, grid_after = memory_grid(before), memory_grid(after)
+    grid_before, grid_after = memory_grid(before.job), memory_grid(after.job)
     for case, grid in ((before, grid_before), (after, grid_after)):
         reported = case.reported["memory_fraction"]
         hits = matching_settings(grid, reported)
@@ -102,14 +85,14 @@ def audit_case(before: CaseConfig, after: CaseConfig, curves: dict[str, RateCurv
                          f"{len(drops)} 种设置下下降", "同一设置下，调整后的峰值低于调整前（至少一种设置）", bool(drops)))
     for case in (before, after):
         reported = case.reported["npu_utilization"]
-        low = implied_mfu(case.reported["tokens_per_second"], case, peak_flops[1])
-        high = implied_mfu(case.reported["tokens_per_second"], case, peak_flops[0])
+        low = mfu(case.reported["tokens_per_second"], case.job, peak_flops[1])
+        high = mfu(case.reported["tokens_per_second"], case.job, peak_flops[0])
         rows.append(AuditRow(f"{case.name}：NPU 利用率 {reported:.0%} 是模型算力利用率（MFU）",
                              f"{reported:.0%}", f"由 {case.reported['tokens_per_second']:.0f} tokens/s 推出 MFU {low:.1%}–{high:.1%}",
                              "报告值落在推出的 MFU 范围内（±50%）", low / 1.5 <= reported <= high * 1.5))
     reported_speedup = after.reported["tokens_per_second"] / before.reported["tokens_per_second"]
     for name, curve in curves.items():
-        speedup = modelled_speedup(before, after, curve)
+        speedup = modelled_speedup(before.job, after.job, curve)
         rows.append(AuditRow(f"吞吐提升 {reported_speedup - 1:.0%}（{name}）", f"{reported_speedup:.2f} 倍",
                              f"模型 {speedup:.2f} 倍", "模型的提升倍数在报告值的 ±15% 以内",
                              abs(speedup - reported_speedup) <= 0.15 * reported_speedup))

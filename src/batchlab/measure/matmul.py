@@ -22,7 +22,8 @@ import torch
 
 from batchlab.formulas.checks import one_of, positive, whole
 from batchlab.measure.device import as_device, device_name, synchronize, timed_region
-from batchlab.formulas.roofline import ELEMENT_BYTES, matmul_flops, ridge_point
+from batchlab.formulas.roofline import matmul_flops, ridge_point
+from batchlab.formulas.precision import ELEMENT_BYTES
 
 __all__ = ["DTYPES", "DEFAULT_MS", "bench_matmul", "efficiency", "bare_matmul_seconds", "measure_ceilings"]
 

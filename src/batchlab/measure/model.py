@@ -15,7 +15,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from batchlab.formulas.checks import one_of
-from batchlab.formulas.memory import RECOMPUTE_MODES
+from batchlab.formulas.job import RECOMPUTE_MODES
 from batchlab.formulas.presets import GPTConfig, check_seq_len
 
 __all__ = ["IGNORE_INDEX", "LossFn", "next_token_loss", "GPT", "BigramLM"]

@@ -47,10 +47,10 @@ class BatchCalculator(widgets.VBox):
     optionally, a stated 梯度累积步数) and see both formulas or why the mix is invalid. Defaults to
     the lecture's case study."""
 
-    def __init__(self, global_batch: int = CASE_STUDY.global_batch,
-                 micro_batch_size: int = CASE_STUDY.micro_batch_size,
-                 pipeline_stages: int = CASE_STUDY.pipeline_stages,
-                 data_parallel: int = CASE_STUDY.data_parallel, stated_grad_accum: int = 0) -> None:
+    def __init__(self, global_batch: int = CASE_STUDY.job.global_batch,
+                 micro_batch_size: int = CASE_STUDY.job.micro_batch_size,
+                 pipeline_stages: int = CASE_STUDY.job.pipeline_stages,
+                 data_parallel: int = CASE_STUDY.job.data_parallel, stated_grad_accum: int = 0) -> None:
         style = {"description_width": "190px"}
         layout = widgets.Layout(width="340px")
 

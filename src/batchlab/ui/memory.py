@@ -1,7 +1,7 @@
 """Memory figures and the memory explorer (4.3).
 
-Every number comes from :func:`batchlab.formulas.memory.stage_memory` (and :func:`batchlab.formulas.batching.plan_batch`
-for the micro-batch count); this module only stacks the parts of each stage's peak into bars, marks
+Every number comes from :func:`batchlab.formulas.memory.stage_memory` of a
+:class:`~batchlab.formulas.job.Job` (the controls make one; its validation is the explorer's); this module only stacks the parts of each stage's peak into bars, marks
 what does not fit, and redraws when a control moves. The memory model is pure math, so a change is
 recomputed in full each time.
 """
@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import ipywidgets as widgets
 
-from batchlab.formulas.batching import BatchPlan, plan_batch
-from batchlab.lecture.case import CASE_STUDY
-from batchlab.formulas.checks import at_most, one_of
-from batchlab.formulas.memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, MemoryReport, MemorySettings,
-                      default_precision, stage_memory)
+from batchlab.formulas.job import GIB, RECOMPUTE_MODES, Job
+from batchlab.formulas.memory import MemoryReport, stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES
+from batchlab.formulas.precision import PRECISIONS, default_precision
 from batchlab.formulas.presets import PRESETS, get_config
+from batchlab.lecture.case import CASE_STUDY
 from batchlab.ui.style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
@@ -133,8 +132,9 @@ def _few(counts: list[int]) -> str:
     return "、".join(shown if len(shown) <= 8 else [*shown[:3], "…", *shown[-2:]])
 
 
-def render_memory_summary_html(report: MemoryReport, plan: BatchPlan, schedule: str) -> str:
-    """The explorer's one-line summary; every number is read from ``report`` and ``plan``."""
+def render_memory_summary_html(report: MemoryReport) -> str:
+    """The explorer's one-line summary; every number is read from ``report`` and its job."""
+    plan, schedule = report.job.plan, report.job.schedule
     peaks = report.peak_bytes_per_stage
     worst = peaks.index(max(peaks))
     capacity = report.device_memory_bytes
@@ -167,8 +167,9 @@ class MemoryExplorer(widgets.VBox):
     recomputation, precision, stages, global batch, data parallelism and the device's memory, and see
     each pipeline stage's peak memory stacked by part against the device's capacity.
 
-    Defaults to the lecture's case study (:data:`batchlab.lecture.case.CASE_STUDY`). A new model resets the
-    precision to :func:`batchlab.formulas.memory.default_precision` and the sequence-length choices to its
+    Starts from ``job`` (default: the lecture's case study, :data:`batchlab.lecture.case.CASE_STUDY`); the
+    job's optimizer, ZeRO-1, attention and dropout are kept, the controls replace the rest. A new model
+    resets the precision to :func:`batchlab.formulas.precision.default_precision` and the sequence-length choices to its
     ``n_positions``. An invalid combination shows its message (``render_error_html``) and keeps the
     last figure; ``.report`` is then None.
 
@@ -178,22 +179,17 @@ class MemoryExplorer(widgets.VBox):
     is ``.png`` and shown in ``.output``.
     """
 
-    def __init__(self, model: str = CASE_STUDY.model, micro_batch_size: int = CASE_STUDY.micro_batch_size,
-                 seq_len: int = CASE_STUDY.seq_len, global_batch: int = CASE_STUDY.global_batch,
-                 pipeline_stages: int = CASE_STUDY.pipeline_stages, data_parallel: int = CASE_STUDY.data_parallel,
-                 schedule: str = "1f1b", recompute: str = "none", precision: str | None = None,
-                 device_memory_gib: float = DEVICE_MEMORY_GIB, settings: MemorySettings | None = None,
-                 measured: dict | None = None) -> None:
+    def __init__(self, job: Job = CASE_STUDY.job, measured: dict | None = None) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        config = get_config(model)
-        at_most("seq_len", seq_len, config.n_positions, f"{config.name} 的 n_positions")
-        one_of("schedule", schedule, SCHEDULES)
-        one_of("recompute", recompute, RECOMPUTE_MODES)
-        precision = one_of("precision", default_precision(config) if precision is None else precision, PRECISIONS)
-        # Optimizer, ZeRO-1, attention and dropout are no controls: they come from ``settings``.
-        self.settings = settings or MemorySettings()
+        if not isinstance(job, Job):
+            raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
+        self.job = job
+        config, model = job.model, job.model.name
+        micro_batch_size, seq_len, global_batch = job.micro_batch_size, job.seq_len, job.global_batch
+        pipeline_stages, data_parallel, schedule = job.pipeline_stages, job.data_parallel, job.schedule
+        recompute, precision, device_memory_gib = job.recompute, job.precision, job.device_memory_gib
         self.measured = dict(measured or {})
         style = {"description_width": "150px"}
         wide, narrow = widgets.Layout(width="460px"), widgets.Layout(width="260px")
@@ -229,7 +225,6 @@ class MemoryExplorer(widgets.VBox):
         self.figure.subplots_adjust(left=0.08, right=0.78, bottom=0.14, top=0.9)
         self.png = b""
         self.report: MemoryReport | None = None
-        self.plan: BatchPlan | None = None
         self.error: str | None = None
         self._quiet = False
         self.controls["model"].observe(self._on_model, names="value")
@@ -269,21 +264,16 @@ class MemoryExplorer(widgets.VBox):
             return
         v = {name: c.value for name, c in self.controls.items()}
         try:
-            config = get_config(v["model"])
-            plan = plan_batch(v["micro_batch_size"], v["pipeline_stages"], v["data_parallel"],
-                              global_batch=v["global_batch"])
-            settings = replace(self.settings, precision=v["precision"], recompute=v["recompute"],
-                               data_parallel=v["data_parallel"])
-            report = stage_memory(config, v["pipeline_stages"], v["micro_batch_size"], v["seq_len"],
-                                  plan.num_microbatches, v["schedule"], settings, v["device_memory_gib"])
+            job = replace(self.job, **{**v, "model": get_config(v["model"])})
         except ValueError as err:
-            self.report, self.plan, self.error = None, None, str(err)
+            self.report, self.error = None, str(err)
             self.summary.value = render_error_html(str(err))
             return  # the last figure stays
-        self.report, self.plan, self.error = report, plan, None
-        self.summary.value = render_memory_summary_html(report, plan, v["schedule"])
-        title = (f"{config.name}，{SCHEDULES[v['schedule']]}，{v['pipeline_stages']} 个阶段，"
-                 f"m = {plan.num_microbatches}，微批次 {v['micro_batch_size']} × 序列 {v['seq_len']}")
+        self.report, self.error = stage_memory(job), None
+        self.summary.value = render_memory_summary_html(self.report)
+        title = (f"{job.model.name}，{SCHEDULES[job.schedule]}，{job.pipeline_stages} 个阶段，"
+                 f"m = {job.num_microbatches}，微批次 {job.micro_batch_size} × 序列 {job.seq_len}")
+        report = self.report
         self._draw(report, self._measured_for(v, len(report.stages)), title)
 
     def _draw(self, report: MemoryReport, measured: list | None, title: str) -> None:

@@ -3,18 +3,17 @@ the modelled throughput of every micro-batch size, and the explorer that ties th
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
-from batchlab.formulas.batching import plan_batch
-from batchlab.lecture.case import CASE_STUDY
-from batchlab.formulas.checks import one_of
-from batchlab.formulas.memory import DEVICE_MEMORY_GIB
-from batchlab.formulas.pipeline_schedules import SCHEDULES, check_runnable, pipeline_timeline
-from batchlab.formulas.presets import get_config
+from batchlab.formulas.job import Job
+from batchlab.formulas.pipeline_schedules import SCHEDULES, pipeline_timeline
+from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD
 from batchlab.formulas.throughput import model_step
 from batchlab.formulas.tune import tune
+from batchlab.lecture.case import CASE_STUDY
 from batchlab.ui.style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from batchlab.formulas.pipeline_schedules import Timeline
-    from batchlab.formulas.throughput import RateCurve
+    from batchlab.formulas.roofline import RateCurve
 
 __all__ = ["plot_pipeline_timeline", "plot_tradeoff", "TradeoffExplorer"]
 
@@ -112,20 +111,20 @@ class TradeoffExplorer(widgets.VBox):
 
     Every number comes from :func:`batchlab.formulas.throughput.model_step` and :func:`batchlab.formulas.tune.tune` (which uses
     the 4.3 memory model);
-    a change only recomputes them and redraws (``.png``, shown in ``.output``). Invalid input shows its
+    ``job`` (default: the lecture's case) gives the model, sequence length, memory settings and the
+    controls' starting values; a change only recomputes them and redraws (``.png``, shown in ``.output``). Invalid input shows its
     message and keeps the last figure.
     """
 
-    def __init__(self, curve: "RateCurve", model: str = CASE_STUDY.model, seq_len: int = CASE_STUDY.seq_len,
-                 global_batch: int = CASE_STUDY.global_batch, micro_batch_size: int = CASE_STUDY.micro_batch_size,
-                 pipeline_stages: int = CASE_STUDY.pipeline_stages, data_parallel: int = CASE_STUDY.data_parallel,
-                 schedule: str = "1f1b", device_memory_gib: float = DEVICE_MEMORY_GIB) -> None:
+    def __init__(self, curve: "RateCurve", job: Job = CASE_STUDY.job) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        self.curve, self.config, self.seq_len = curve, get_config(model), seq_len
-        self.device_memory_gib = device_memory_gib
-        one_of("schedule", schedule, SCHEDULES)
+        if not isinstance(job, Job):
+            raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
+        self.curve, self.job, self.config = curve, job, job.model
+        global_batch, micro_batch_size, schedule = job.global_batch, job.micro_batch_size, job.schedule
+        pipeline_stages, data_parallel = job.pipeline_stages, job.data_parallel
         style = {"description_width": "150px"}
         narrow = widgets.Layout(width="260px")
         self.controls = {
@@ -157,32 +156,23 @@ class TradeoffExplorer(widgets.VBox):
                           self.summary, self.output])
         self._update()
 
-    def candidates(self, v: dict) -> dict:
-        """:func:`batchlab.formulas.tune.tune` for the controls' values: every runnable micro-batch size with its
-        modelled step, memory fit, and the fastest that fits."""
-        return tune(self.config, self.seq_len, v["global_batch"], v["pipeline_stages"], v["data_parallel"], self.curve,
-                    schedule=v["schedule"], device_memory_gib=self.device_memory_gib)
-
     def _update(self, _change: object = None) -> None:
         v = {name: c.value for name, c in self.controls.items()}
         try:
-            plan = plan_batch(v["micro_batch_size"], v["pipeline_stages"], v["data_parallel"],
-                              global_batch=v["global_batch"])
-            check_runnable(v["schedule"], v["pipeline_stages"], plan.num_microbatches)
-            result = self.candidates(v)
+            job = replace(self.job, **v)
         except ValueError as err:
             self.step, self.error = None, str(err)
             self.summary.value = render_error_html(str(err))
             return
+        result = tune(job, self.curve)
         self.error = None
-        self.step = st = model_step(self.config, self.seq_len, v["global_batch"], v["micro_batch_size"],
-                                    v["pipeline_stages"], v["data_parallel"], self.curve, v["schedule"])
+        self.step = st = model_step(job, self.curve)
         current = next(c for c in result["candidates"] if c["micro_batch_size"] == v["micro_batch_size"])
         best = result["recommended"]
         memory = "放得下" if current["fits"] else '<b style="color:#b00020">放不下</b>'
         self.summary.value = (
             f"<div>m = <b>{st.num_microbatches}</b>，气泡占比 <b>{st.bubble_fraction:.1%}</b>；每个矩阵乘法 M = "
-            f"{st.micro_batch_size} × {self.seq_len} = {st.rows} 行，效率 <b>{st.matmul_efficiency:.0%}</b>"
+            f"{st.micro_batch_size} × {job.seq_len} = {st.rows} 行，效率 <b>{st.matmul_efficiency:.0%}</b>"
             f"（{html.escape(self.curve.name)}）；模型估计每步 {st.step_seconds:.3g} s，"
             f"<b>{st.tokens_per_second:,.0f}</b> tokens/s；显存{memory}"
             + (f"；模型下最快且放得下的微批次大小：<b>{best['micro_batch_size']}</b>" if best
@@ -195,8 +185,9 @@ class TradeoffExplorer(widgets.VBox):
         for ax in self._axes:
             clear_artists(ax)
         plot_tradeoff(candidates, v["micro_batch_size"], ax=left)
+        forward = self.step.slot_seconds / (1 + BACKWARD_PER_FORWARD)
         timeline = pipeline_timeline(v["schedule"], v["pipeline_stages"], self.step.num_microbatches,
-                                     forward_time=self.step.slot_seconds / 3, backward_time=2 * self.step.slot_seconds / 3)
+                                     forward_time=forward, backward_time=BACKWARD_PER_FORWARD * forward)
         plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False)
         self.figure.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.28)
         self.figure.canvas.draw()

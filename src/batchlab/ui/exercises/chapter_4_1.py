@@ -44,10 +44,10 @@ EXERCISES: dict[str, Exercise] = {
         decimals=2,
     ),
     "4.1-6": Exercise(
-        f"案例的全局批大小 {CASE_STUDY.global_batch} 保持不变，把微批次大小从 {CASE_STUDY.micro_batch_size} "
+        f"案例的全局批大小 {CASE_STUDY.job.global_batch} 保持不变，把微批次大小从 {CASE_STUDY.job.micro_batch_size} "
         "增大到 4（微批次数随之减半）。按线性缩放法则，学习率应该怎样变？",
         # the learning rate follows the global batch, which does not move
-        lambda: nearest_choice(scale_lr(1.0, CASE_STUDY.global_batch, CASE_STUDY.global_batch), {"A": 2.0, "B": 2**0.5, "C": 1.0}),
+        lambda: nearest_choice(scale_lr(1.0, CASE_STUDY.job.global_batch, CASE_STUDY.job.global_batch), {"A": 2.0, "B": 2**0.5, "C": 1.0}),
         "学习率跟随的是每次参数更新所用的样本数，也就是全局批大小；微批次只是把它分几趟送进流水线。",
         choices={"A": "增大到 2 倍（微批次大小增大到 2 倍）", "B": "乘以 √2", "C": "不变"},
     ),

@@ -1,27 +1,26 @@
 """Exercises of chapter 4.3; answers are computed by batchlab when checked, never typed in."""
 from __future__ import annotations
 
-from batchlab.lecture.case import CASE_STUDY
-from batchlab.formulas.memory import GIB, MemorySettings, bytes_per_param, layer_activation_bytes, stage_memory
+from dataclasses import replace
+
+from batchlab.formulas.job import GIB, Job
+from batchlab.formulas.memory import bytes_per_param, layer_activation_bytes, stage_memory
 from batchlab.formulas.pipeline_schedules import in_flight_microbatches
 from batchlab.formulas.presets import get_config
+from batchlab.lecture.case import CASE_STUDY
 from batchlab.ui.exercises.base import Exercise
 
 __all__ = ["EXERCISES"]
 
 
 def _case_stage_states_gib(stage: int) -> float:
-    case = CASE_STUDY
-    report = stage_memory(case.config, case.pipeline_stages, case.micro_batch_size, case.seq_len,
-                          case.plan().num_microbatches, "1f1b", MemorySettings(data_parallel=case.data_parallel))
-    return report.stages[stage].states.total / GIB
+    return stage_memory(CASE_STUDY.job).stages[stage].states.total / GIB
 
 
 def _stage0_growth_when_global_doubles() -> float:
-    case = CASE_STUDY
-    before, after = (stage_memory(case.config, case.pipeline_stages, case.micro_batch_size, case.seq_len, m, "1f1b",
-                                  MemorySettings(data_parallel=case.data_parallel)).stages[0].activation_bytes
-                     for m in (16, 32))
+    job = CASE_STUDY.job
+    before, after = (stage_memory(replace(job, global_batch=g)).stages[0].activation_bytes
+                     for g in (job.global_batch, 2 * job.global_batch))
     return after / before
 
 
@@ -46,8 +45,8 @@ EXERCISES: dict[str, Exercise] = {
     "4.3-4": Exercise(
         "GPT-2 1.5B 的一层（h = 1600，a = 25），s = 1024，微批次大小 2，16 位、有 dropout、不重计算，"
         "按 Korthikanti et al. 2022 需要保存多少 GiB 激活值？（保留两位小数）",
-        lambda: layer_activation_bytes(get_config("gpt2-xl"), 2, 1024,
-                                       MemorySettings(precision="bf16-mixed", dropout=True)) / GIB,
+        lambda: layer_activation_bytes(Job(get_config("gpt2-xl"), seq_len=1024, global_batch=2, micro_batch_size=2,
+                                           precision="bf16-mixed", dropout=True)) / GIB,
         "s·b·h·(34 + 5·a·s/h) 字节。",
         decimals=2,
     ),

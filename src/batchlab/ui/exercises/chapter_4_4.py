@@ -1,9 +1,12 @@
 """Exercises of chapter 4.4; answers are computed by batchlab when checked, never typed in."""
 from __future__ import annotations
 
+from dataclasses import replace
+
+from batchlab.formulas.precision import element_bytes
+from batchlab.formulas.roofline import RateCurve, arithmetic_intensity, matmul_flops, tokens_per_matmul
+from batchlab.formulas.throughput import model_step
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.formulas.roofline import arithmetic_intensity, element_bytes, matmul_flops, tokens_per_matmul
-from batchlab.formulas.throughput import RateCurve, model_step
 from batchlab.ui.exercises.base import Exercise
 
 __all__ = ["EXERCISES"]
@@ -12,11 +15,10 @@ __all__ = ["EXERCISES"]
 def _step_ratio(speed_up: float) -> float:
     """Step time after doubling the case's micro-batch (2 → 4) over before, when the matmuls of the
     bigger micro-batch run ``speed_up`` times faster per FLOP."""
-    case = CASE_STUDY
-    rows = case.micro_batch_size * case.seq_len
+    job = CASE_STUDY.job
+    rows = job.tokens_per_microbatch
     curve = RateCurve((rows, 2 * rows), (1e12, speed_up * 1e12))
-    before, after = (model_step(case.config, case.seq_len, case.global_batch, b, case.pipeline_stages,
-                                case.data_parallel, curve) for b in (case.micro_batch_size, 2 * case.micro_batch_size))
+    before, after = (model_step(j, curve) for j in (job, replace(job, micro_batch_size=2 * job.micro_batch_size)))
     return after.step_seconds / before.step_seconds
 
 

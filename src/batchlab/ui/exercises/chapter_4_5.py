@@ -1,30 +1,29 @@
 """Exercises of chapter 4.5 (a lab: tune another case); answers are computed by batchlab when checked."""
 from __future__ import annotations
 
-from batchlab.lecture.audit import implied_mfu
-from batchlab.lecture.case import CASE_STUDY, CaseConfig
+from batchlab.formulas.job import Job
+from batchlab.formulas.presets import get_config
 from batchlab.formulas.roofline import DEVICE_PRESETS
-from batchlab.formulas.throughput import model_flops_per_token
-from batchlab.formulas.tune import roofline_curve, tune
+from batchlab.formulas.throughput import mfu, model_flops_per_token
+from batchlab.formulas.tune import tune
+from batchlab.lecture.case import CASE_STUDY, CaseConfig
 from batchlab.ui.exercises.base import Exercise, nearest_choice
 
 __all__ = ["EXERCISES", "LAB_CASE"]
 
 # The lab's case: GPT-2 large on 16 NPUs (4 stages × 4 data-parallel replicas).
-LAB_CASE = CaseConfig(name="练习案例", model="gpt2-large", seq_len=1024, global_batch=128, micro_batch_size=2,
-                      pipeline_stages=4, data_parallel=4, stated_grad_accum=4, devices="16 × Ascend 910B")
+LAB_CASE = CaseConfig(name="练习案例", job=Job(get_config("gpt2-large"), seq_len=1024, global_batch=128,
+                                                micro_batch_size=2, pipeline_stages=4, data_parallel=4),
+                      stated_grad_accum=4, devices="16 × Ascend 910B")
 
 
 def _lab_recommendation() -> int:
-    npu = DEVICE_PRESETS["ascend-910b"]
-    curve = roofline_curve(LAB_CASE.config, npu.peak_flops[0], npu.memory_bandwidth[0])
-    result = tune(LAB_CASE.config, LAB_CASE.seq_len, LAB_CASE.global_batch, LAB_CASE.pipeline_stages,
-                  LAB_CASE.data_parallel, curve)
+    result = tune(LAB_CASE.job, DEVICE_PRESETS["ascend-910b"].curve(LAB_CASE.job.model, "low"))
     return result["recommended"]["micro_batch_size"]
 
 
 def _lab_mfu_percent() -> float:
-    return 100 * implied_mfu(20_000, LAB_CASE, DEVICE_PRESETS["ascend-910b"].peak_flops[0])
+    return 100 * mfu(20_000, LAB_CASE.job, DEVICE_PRESETS["ascend-910b"].peak_flops[0])
 
 
 EXERCISES: dict[str, Exercise] = {
@@ -37,7 +36,7 @@ EXERCISES: dict[str, Exercise] = {
     "4.5-2": Exercise(
         "GPT-2 large（36 层，h = 1280，词表 50257）在序列长度 1024、不重计算时，每个 token 的训练 FLOPs 是多少 GFLOP？"
         "（保留一位小数）",
-        lambda: model_flops_per_token(LAB_CASE.config, LAB_CASE.seq_len) / 1e9,
+        lambda: model_flops_per_token(LAB_CASE.job) / 1e9,
         "Narayanan et al. 2021：72·l·h²·(1 + s/(6h) + V/(12·l·h))。",
         decimals=1,
     ),
@@ -58,8 +57,8 @@ EXERCISES: dict[str, Exercise] = {
     "4.5-5": Exercise(
         f"原文案例报告 {CASE_STUDY.reported['tokens_per_second']:.0f} tokens/s 时“NPU 利用率 "
         f"{CASE_STUDY.reported['npu_utilization']:.0%}”。由吞吐推出的模型算力利用率（峰值取 256 TFLOP/s）大约是多少？",
-        lambda: nearest_choice(implied_mfu(CASE_STUDY.reported["tokens_per_second"], CASE_STUDY,
-                                           DEVICE_PRESETS["ascend-910b"].peak_flops[0]),
+        lambda: nearest_choice(mfu(CASE_STUDY.reported["tokens_per_second"], CASE_STUDY.job,
+                                   DEVICE_PRESETS["ascend-910b"].peak_flops[0]),
                                {"A": 0.42, "B": 0.15, "C": 0.016}),
         "每 token 约 10¹⁰ 次浮点运算；乘以 tokens/s，再除以 8 张卡的峰值之和。",
         choices={"A": "约 42%，与报告一致", "B": "约 15%", "C": "不到 2%"},

@@ -7,7 +7,6 @@ from batchlab.formulas.comm import allreduce_bytes, step_communication
 from batchlab.formulas.effects import EFFECTS, MEMORY_EFFECT, batch_effects, effect_ratios
 from batchlab.formulas.roofline import DEVICE_PRESETS
 from batchlab.formulas.scaling import scale_lr
-from batchlab.formulas.tune import roofline_curve
 from batchlab.lecture.verdicts import unchanged
 from batchlab.ui.exercises.base import Exercise
 
@@ -19,16 +18,12 @@ UNCHANGED_CHOICES: dict[str, str] = {"A": "p2p_messages", "B": "bubble_fraction"
 
 
 def _tuned_messages() -> int:
-    c = CASE_STUDY_TUNED
-    return step_communication(c.config, c.seq_len, c.global_batch, c.micro_batch_size, c.pipeline_stages,
-                              c.data_parallel).p2p_messages
+    return step_communication(CASE_STUDY_TUNED.job).p2p_messages
 
 
 def _unchanged_by_micro_batch() -> str:
-    npu = DEVICE_PRESETS["ascend-910b"]
-    curve = roofline_curve(CASE_STUDY.config, npu.peak_flops[0], npu.memory_bandwidth[0])
-    effects = [batch_effects(c.config, c.seq_len, c.global_batch, c.micro_batch_size, c.pipeline_stages,
-                             c.data_parallel, curve) for c in (CASE_STUDY, CASE_STUDY_TUNED)]
+    curve = DEVICE_PRESETS["ascend-910b"].curve(CASE_STUDY.job.model, "low")
+    effects = [batch_effects(c.job, curve) for c in (CASE_STUDY, CASE_STUDY_TUNED)]
     ratios = effect_ratios(effects[1], effects[0])
     same = [letter for letter, key in UNCHANGED_CHOICES.items() if unchanged(ratios[key], tolerance=1e-9)]
     if len(same) != 1:

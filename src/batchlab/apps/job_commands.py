@@ -1,0 +1,213 @@
+"""The calculator's ``plan`` and ``tune`` commands: one :class:`~batchlab.formulas.job.Job` from the flags,
+one report (a JSON-able dict) and its text.
+
+The flags are declared once (:func:`job_arguments`) and read once (:func:`job_from_args`); the job's own
+validation is the commands' validation, so a bad value is refused with the same Chinese line that a
+notebook or a widget would show.
+"""
+from __future__ import annotations
+
+import argparse
+
+from batchlab.formulas.checks import positive
+from batchlab.formulas.job import DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, RECOMPUTE_MODES, Job
+from batchlab.formulas.memory import stage_memory
+from batchlab.formulas.pipeline_schedules import SCHEDULES
+from batchlab.formulas.precision import PRECISIONS
+from batchlab.formulas.presets import PRESETS, count_params, get_config
+from batchlab.formulas.roofline import DEVICE_PRESETS, roofline_curve
+from batchlab.formulas.throughput import mfu, model_flops_per_token
+from batchlab.formulas.tune import tune
+from batchlab.lecture.case import CASE_STUDY
+
+__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "job_arguments", "job_from_args", "plan_arguments", "plan",
+           "plan_report", "plan_text", "tune_arguments", "tune_report", "tune_command", "tune_text"]
+
+_NPU = DEVICE_PRESETS["ascend-910b"]
+DEFAULT_PEAK_FLOPS = _NPU.peak_flops[0]
+"""Per-device peak FLOP/s when none is given: the low end of the 910B preset."""
+DEFAULT_BANDWIDTH = _NPU.memory_bandwidth[0]
+"""Per-device memory bandwidth (bytes/s) when none is given: the low end of the 910B preset."""
+
+
+def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool) -> None:
+    """The flags of a job, shared by plan and tune."""
+    case = CASE_STUDY.job
+    parser.add_argument("--model", default=case.model.name, choices=list(PRESETS),
+                        help=f"model preset (default {case.model.name})")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
+    parser.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+    parser.add_argument("--micro-batch", type=int, required=micro_batch_required, default=1,
+                        help="sequences per micro-batch" + ("" if micro_batch_required else
+                                                            " (default 1; tune lists every size anyway)"))
+    parser.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")
+    parser.add_argument("--data-parallel", type=int, default=1, help="data-parallel degree (default 1)")
+    memory = parser.add_argument_group("memory per stage (chapter 4.3)")
+    memory.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
+                        help="pipeline schedule: decides how many micro-batches a stage holds (default 1f1b)")
+    memory.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none",
+                        help="activation recomputation (default none)")
+    memory.add_argument("--precision", choices=list(PRECISIONS), default=None,
+                        help="default: bf16-mixed for GPT-2 sizes, fp32 for the small models")
+    memory.add_argument("--optimizer", choices=list(OPTIMIZER_STATES), default="adam",
+                        help="decides the optimizer-state bytes (default adam)")
+    memory.add_argument("--zero1", action="store_true", help="shard optimizer states over data parallel (ZeRO-1)")
+    memory.add_argument("--device-memory-gb", type=float, default=DEVICE_MEMORY_GIB,
+                        help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
+
+
+def job_from_args(args: argparse.Namespace) -> Job:
+    """The job the flags describe (ValueError naming the value and the rule when they describe none)."""
+    model = get_config(args.model)
+    return Job(model=model, seq_len=model.n_positions if args.seq_len is None else args.seq_len,
+               global_batch=args.global_batch, micro_batch_size=args.micro_batch,
+               pipeline_stages=args.pipeline_stages, data_parallel=args.data_parallel, schedule=args.schedule,
+               recompute=args.recompute, precision=args.precision, optimizer=args.optimizer, zero1=args.zero1,
+               device_memory_gib=args.device_memory_gb)
+
+
+def _job_summary(job: Job) -> dict:
+    """The job's fields as the JSON reports name them."""
+    return {"model": job.model.name, "params": count_params(job.model), "seq_len": job.seq_len,
+            "schedule": job.schedule, "recompute": job.recompute, "precision": job.precision,
+            "optimizer": job.optimizer, "zero1": job.zero1}
+
+
+# ── plan ─────────────────────────────────────────────────────────────────────────────────────────
+
+def plan_report(job: Job, stated_grad_accum: int | None = None, tokens_per_second: float | None = None,
+                peak_flops: float = DEFAULT_PEAK_FLOPS) -> dict:
+    """Everything ``plan`` prints about ``job``, as a JSON-able dict. ``stated_grad_accum`` is checked
+    against both readings of 梯度累积步数; ``tokens_per_second`` (the whole job's measured throughput)
+    gives the MFU on ``peak_flops`` (per device); None without it. Raises ValueError on invalid input."""
+    plan = job.plan if stated_grad_accum is None else job.read_grad_accum(stated_grad_accum)
+    peak_flops = positive("peak_flops", peak_flops)
+    return {
+        **_job_summary(job),
+        "tokens_per_step": plan.tokens_per_step(job.seq_len),
+        "layers_per_stage": [stage.num_layers for stage in job.stages],
+        **plan.to_dict(),
+        **stage_memory(job).to_dict(),
+        "model_flops_per_token": model_flops_per_token(job),
+        "tokens_per_second": tokens_per_second,
+        "peak_flops": peak_flops,
+        "mfu": None if tokens_per_second is None else mfu(tokens_per_second, job, peak_flops),
+    }
+
+
+def plan_arguments(parser: argparse.ArgumentParser) -> None:
+    job_arguments(parser, micro_batch_required=True)
+    parser.add_argument("--grad-accum", type=int, default=None,
+                        help="a stated gradient-accumulation count, checked against both readings: "
+                             "pipeline fills m/p (the lecture) or micro-batches m (DeepSpeed)")
+    utilization = parser.add_argument_group("model FLOPs utilization (chapter 4.4)")
+    utilization.add_argument("--tokens-per-second", type=float, default=None,
+                             help="measured throughput of the whole job (all devices); gives the MFU")
+    utilization.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_FLOPS / 1e12,
+                             help=f"per-device peak TFLOPS (default {DEFAULT_PEAK_FLOPS / 1e12:g}, the low end "
+                                  "of the Ascend 910B preset)")
+
+
+def plan(args: argparse.Namespace) -> dict:
+    return plan_report(job_from_args(args), args.grad_accum, args.tokens_per_second,
+                       positive("peak_tflops", args.peak_tflops) * 1e12)
+
+
+def plan_text(report: dict) -> str:
+    fills = report["pipeline_fills"]
+    lines = [
+        f"model            {report['model']}  ({report['params']:,} parameters)",
+        f"global batch     {report['global_batch']} sequences = {report['tokens_per_step']:,} tokens per step",
+        f"devices          {report['devices']} = {report['pipeline_stages']} pipeline stages × "
+        f"{report['data_parallel']} data parallel",
+        f"layers/stage     {report['layers_per_stage']}",
+        f"num_microbatches {report['num_microbatches']} per replica per step "
+        f"(micro-batch {report['micro_batch_size']}; DeepSpeed's gradient_accumulation_steps)",
+        f"pipeline_fills   {fills if fills is not None else 'n/a'} "
+        "(= num_microbatches / pipeline_stages, the lecture's gradient-accumulation count)",
+        f"bubble_fraction  {report['bubble_fraction']:.3f}  = (p-1)/(m+p-1)",
+    ]
+    gib = lambda values: "[" + ", ".join(f"{v / GIB:.1f}" for v in values) + "] GiB"  # noqa: E731
+    lines += [
+        f"memory           {report['schedule']}, recompute {report['recompute']}, {report['precision']}, "
+        f"{report['optimizer']}{' + ZeRO-1' if report['zero1'] else ''}; in flight {report['in_flight_microbatches']}",
+        f"  model states   {gib(report['model_state_bytes_per_stage'])}",
+        f"  activations    {gib(report['activation_bytes_per_stage'])}",
+        f"  peak           {gib(report['peak_bytes_per_stage'])}  = {report['peak_memory_fraction']:.1%} of "
+        f"{report['device_memory_bytes'] / GIB:g} GiB (worst stage)",
+    ]
+    if report["peak_memory_fraction"] > 1:
+        lines.append("warning          the worst stage does not fit: try --recompute, more stages or a smaller micro-batch")
+    if report["grad_accum_reading"] is not None:
+        lines.append(f"--grad-accum     matches the reading '{report['grad_accum_reading']}'")
+    if not report["enough_microbatches"]:
+        lines.append("warning          fewer micro-batches than stages: 1F1B cannot run, the pipeline never fills")
+    lines.append(f"model FLOPs      {report['model_flops_per_token']:.4g} per token (Narayanan et al. 2021"
+                 f"{', full recompute' if report['recompute'] == 'full' else ''})")
+    if report["mfu"] is not None:
+        lines.append(f"mfu              {report['mfu']:.1%}  = {report['tokens_per_second']:g} tokens/s × FLOPs/token "
+                     f"/ ({report['devices']} × {report['peak_flops'] / 1e12:g} TFLOPS)")
+    return "\n".join(lines)
+
+
+# ── tune ─────────────────────────────────────────────────────────────────────────────────────────
+
+def tune_report(job: Job, peak_flops: float = DEFAULT_PEAK_FLOPS, bandwidth: float = DEFAULT_BANDWIDTH) -> dict:
+    """Everything ``tune`` prints: the job, the device figures it assumes (per-device ``peak_flops`` in
+    FLOP/s, ``bandwidth`` in bytes/s, as the roofline rate curve) and :func:`batchlab.formulas.tune.tune`'s
+    answer. Raises ValueError."""
+    curve = roofline_curve(job.model, peak_flops, bandwidth)
+    return {
+        **_job_summary(job),
+        "global_batch": job.global_batch,
+        "pipeline_stages": job.pipeline_stages,
+        "data_parallel": job.data_parallel,
+        "devices": job.devices,
+        "device_memory_bytes": job.device_memory_bytes,
+        "curve": {"name": curve.name, "peak_flops": peak_flops, "bandwidth": bandwidth,
+                  "rows": list(curve.rows), "flops_per_second": list(curve.flops_per_second)},
+        **tune(job, curve),
+    }
+
+
+def tune_arguments(parser: argparse.ArgumentParser) -> None:
+    job_arguments(parser, micro_batch_required=False)
+    curve = parser.add_argument_group(
+        "rate curve: the roofline of the MLP matmul [M, h] × [h, 4h] in bf16 (default: the LOW end of the "
+        f"Ascend 910B preset, {DEFAULT_PEAK_FLOPS / 1e12:g} TFLOPS and {DEFAULT_BANDWIDTH / 1e12:g} TB/s)")
+    curve.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_FLOPS / 1e12,
+                       help=f"per-device peak TFLOPS (default {DEFAULT_PEAK_FLOPS / 1e12:g})")
+    curve.add_argument("--bandwidth-tbs", type=float, default=DEFAULT_BANDWIDTH / 1e12,
+                       help=f"per-device memory bandwidth in TB/s (default {DEFAULT_BANDWIDTH / 1e12:g})")
+
+
+def tune_command(args: argparse.Namespace) -> dict:
+    return tune_report(job_from_args(args), positive("peak_tflops", args.peak_tflops) * 1e12,
+                       positive("bandwidth_tbs", args.bandwidth_tbs) * 1e12)
+
+
+def tune_text(report: dict) -> str:
+    lines = [
+        f"model            {report['model']}, seq_len {report['seq_len']}, global batch {report['global_batch']}, "
+        f"{report['pipeline_stages']} stages × {report['data_parallel']} data parallel = {report['devices']} devices",
+        f"memory           {report['schedule']}, recompute {report['recompute']}, {report['precision']}, "
+        f"{report['optimizer']}{' + ZeRO-1' if report['zero1'] else ''}, "
+        f"{report['device_memory_bytes'] / GIB:g} GiB per device",
+        f"rate curve       {report['curve']['name']}",
+        "",
+        f"{'micro':>6} {'m':>4} {'bubble':>7} {'memory':>7} {'fits':>5} {'matmul eff':>10} {'tokens/s':>12}",
+    ]
+    best = report["recommended"]
+    for row in report["candidates"]:
+        mark = "  ← recommended" if best is not None and row["micro_batch_size"] == best["micro_batch_size"] else ""
+        lines.append(f"{row['micro_batch_size']:>6} {row['num_microbatches']:>4} {row['bubble_fraction']:>7.1%} "
+                     f"{row['peak_memory_fraction']:>7.1%} {'yes' if row['fits'] else 'no':>5} "
+                     f"{row['matmul_efficiency']:>10.1%} {row['tokens_per_second']:>12,.0f}{mark}")
+    lines.append("")
+    if best is not None:
+        lines.append(f"recommended      micro-batch {best['micro_batch_size']} ({best['num_microbatches']} micro-batches): "
+                     "the fitting one with the highest modelled tokens/s (an upper bound: roofline, no communication)")
+    else:
+        lines.append(f"nothing fits     {report['suggestion']}")
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""One training job, one record: what every formula of 4.3–4.6 reads, validated once when it is made.
+
+A job is the model shape, the sequence length, the global batch and how it is cut (micro-batch size,
+pipeline stages, data parallel), the schedule, recomputation, precision, optimizer, ZeRO-1, dropout,
+the attention kind and the device's memory. It is built once — from CLI flags, widget controls or
+notebook code — and handed whole to the memory model (:func:`batchlab.formulas.memory.stage_memory`),
+the throughput model (:func:`batchlab.formulas.throughput.model_step`), the communication count
+(:func:`batchlab.formulas.comm.step_communication`), the tuner and the audit, which check nothing again.
+A variant is ``dataclasses.replace(job, micro_batch_size=4)``: a new record, validated when it is made.
+
+The vocabularies of the choices (with the labels readers see) live here too, once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from batchlab.formulas.batching import BatchPlan, plan_batch
+from batchlab.formulas.checks import one_of, positive, whole
+from batchlab.formulas.partition import Stage, partition_layers
+from batchlab.formulas.pipeline_schedules import check_runnable, in_flight_microbatches
+from batchlab.formulas.precision import ELEMENT_BYTES, PRECISION_DTYPE, PRECISIONS, default_precision
+from batchlab.formulas.presets import GPTConfig, check_seq_len
+
+__all__ = ["Job", "OPTIMIZER_STATES", "RECOMPUTE_MODES", "ATTENTION_KINDS", "DEVICE_MEMORY_GIB", "GIB"]
+
+GIB = 2**30
+DEVICE_MEMORY_GIB = 64.0
+"""An Ascend 910B card's HBM: npu-smi reports 65536 MB (MiB units), i.e. 64 GiB."""
+
+OPTIMIZER_STATES: dict[str, int] = {"sgd": 0, "sgd-momentum": 4, "adam": 8, "adamw": 8}
+"""Optimizer-state bytes per parameter, fp32 (momentum: one buffer; Adam: two moments)."""
+RECOMPUTE_MODES: dict[str, str] = {
+    "none": "不重计算",
+    "selective": "选择性重计算（只重算注意力的 s² 部分）",
+    "full": "完全重计算（每层只存输入）",
+}
+ATTENTION_KINDS: dict[str, str] = {
+    "materialized": "显式注意力（保存 s×s 分数矩阵）",
+    "fused": "融合注意力（FlashAttention/SDPA，不保存 s×s）",
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job, validated when it is made (each rule's wording lives in ``checks``, ``presets``,
+    ``batching``, ``partition`` or ``pipeline_schedules``, and is written nowhere else).
+
+    ``precision`` None takes the model's default (16-bit mixed for GPT-2, fp32 for the small models);
+    ``dropout`` None means "dropout masks are kept iff the model's dropout > 0";
+    ``dropout_mask_bytes`` is 1 on accelerators (CPU ``F.dropout`` keeps 4).
+    """
+
+    model: GPTConfig
+    seq_len: int
+    global_batch: int
+    micro_batch_size: int
+    pipeline_stages: int = 1
+    data_parallel: int = 1
+    schedule: str = "1f1b"
+    recompute: str = "none"
+    precision: str | None = None
+    optimizer: str = "adam"
+    zero1: bool = False
+    attention: str = "materialized"
+    dropout: bool | None = None
+    dropout_mask_bytes: int = 1
+    device_memory_gib: float = DEVICE_MEMORY_GIB
+    partition: str = "uniform"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, GPTConfig):
+            raise ValueError(f"model = {self.model!r}：必须是 GPTConfig（batchlab.formulas.presets.get_config）")
+        check_seq_len(self.model, self.seq_len)
+        plan = plan_batch(self.micro_batch_size, self.pipeline_stages, self.data_parallel,
+                          global_batch=self.global_batch)
+        check_runnable(self.schedule, self.pipeline_stages, plan.num_microbatches)
+        stages = partition_layers(self.model, self.pipeline_stages, self.partition)
+        one_of("recompute", self.recompute, RECOMPUTE_MODES)
+        if self.precision is None:  # frozen: the default is filled in once, here
+            object.__setattr__(self, "precision", default_precision(self.model))
+        one_of("precision", self.precision, PRECISIONS)
+        one_of("optimizer", self.optimizer, OPTIMIZER_STATES)
+        one_of("zero1", self.zero1, (True, False))
+        one_of("attention", self.attention, ATTENTION_KINDS)
+        one_of("dropout", self.dropout, (None, True, False))
+        whole("dropout_mask_bytes", self.dropout_mask_bytes)
+        positive("device_memory_gib", self.device_memory_gib)
+        # Derived once; not fields, so equality, hashing and replace() see only what was chosen.
+        object.__setattr__(self, "_plan", plan)
+        object.__setattr__(self, "_stages", tuple(stages))
+        object.__setattr__(self, "_in_flight", tuple(in_flight_microbatches(
+            self.schedule, self.pipeline_stages, plan.num_microbatches)))
+
+    @property
+    def plan(self) -> BatchPlan:
+        """The batch arithmetic of 4.1 for this job."""
+        return self._plan
+
+    def read_grad_accum(self, stated_grad_accum: int) -> BatchPlan:
+        """:attr:`plan` with a stated 梯度累积步数 checked against both readings (ValueError if neither fits)."""
+        return plan_batch(self.micro_batch_size, self.pipeline_stages, self.data_parallel,
+                          global_batch=self.global_batch, stated_grad_accum=stated_grad_accum)
+
+    @property
+    def num_microbatches(self) -> int:
+        """m = global_batch / (micro_batch_size × data_parallel), per replica and step."""
+        return self._plan.num_microbatches
+
+    @property
+    def devices(self) -> int:
+        """pipeline_stages × data_parallel."""
+        return self._plan.devices
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """The layers and parameters of each pipeline stage (:func:`~batchlab.formulas.partition.partition_layers`)."""
+        return self._stages
+
+    @property
+    def in_flight_microbatches(self) -> tuple[int, ...]:
+        """Per stage, the most micro-batches whose activations it holds at once under this schedule."""
+        return self._in_flight
+
+    @property
+    def tokens_per_microbatch(self) -> int:
+        """M = micro_batch_size × seq_len: the rows of every matmul in a layer."""
+        return self.micro_batch_size * self.seq_len
+
+    @property
+    def has_dropout(self) -> bool:
+        """Dropout masks kept for the backward pass?"""
+        return self.model.dropout > 0 if self.dropout is None else self.dropout
+
+    @property
+    def element_bytes(self) -> int:
+        """Bytes of one activation (and weight, and gradient) element under this job's precision."""
+        return ELEMENT_BYTES[PRECISION_DTYPE[self.precision]]
+
+    @property
+    def device_memory_bytes(self) -> int:
+        return int(self.device_memory_gib * GIB)
