@@ -4,9 +4,10 @@ from dataclasses import replace
 
 import pytest
 
-from batchlab.lecture.audit import audit_case, implied_mfu, memory_can_drop, memory_grid, matching_settings, modelled_speedup
+from batchlab.lecture.audit import audit_case, memory_can_drop, memory_grid, matching_settings, modelled_speedup
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.formulas.roofline import RateCurve
+from batchlab.formulas.throughput import mfu
 
 FLAT = {"flat": RateCurve((1, 10**6), (1e14, 1e14), "flat")}
 PEAKS = (256e12, 376e12)
@@ -15,17 +16,17 @@ PEAKS = (256e12, 376e12)
 def test_implied_mfu_is_narayanans_flops_over_eight_cards():
     l, h, s, v = 48, 1600, 1024, 50257
     flops_per_token = 72 * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h))
-    assert implied_mfu(3200, CASE_STUDY, 256e12) == pytest.approx(3200 * flops_per_token / (8 * 256e12))
-    assert implied_mfu(3200, CASE_STUDY, 256e12) < 0.02  # far from the reported 42 %
+    assert mfu(3200, CASE_STUDY.job, 256e12) == pytest.approx(3200 * flops_per_token / (8 * 256e12))
+    assert mfu(3200, CASE_STUDY.job, 256e12) < 0.02  # far from the reported 42 %
 
 
 def test_speedup_with_a_flat_rate_is_the_bubble_ratio():
     # same rate per FLOP: (16 + 3) slots of t against (8 + 3) slots of 2t
-    assert modelled_speedup(CASE_STUDY, CASE_STUDY_TUNED, FLAT["flat"]) == pytest.approx(19 / 22)
+    assert modelled_speedup(CASE_STUDY.job, CASE_STUDY_TUNED.job, FLAT["flat"]) == pytest.approx(19 / 22)
 
 
 def test_memory_grid_covers_every_setting_and_doubling_the_micro_batch_never_lowers_it():
-    before, after = memory_grid(CASE_STUDY), memory_grid(CASE_STUDY_TUNED)
+    before, after = memory_grid(CASE_STUDY.job), memory_grid(CASE_STUDY_TUNED.job)
     assert len(before) == 2 * 3 * 2 * 2
     assert memory_can_drop(before, after) == []
     # GPipe holds all m micro-batches: micro × m is the same before and after, so its activations are equal
@@ -42,12 +43,12 @@ def test_each_verdict_flips_with_the_reported_number():
     assert rows["利用率与吞吐的提升互相吻合"].reproduced
     # contrary reports: a memory figure the model does give, a utilisation equal to the implied MFU,
     # a speed-up equal to the model's, inconsistent utilisation
-    grid = memory_grid(CASE_STUDY)
-    mfu = implied_mfu(3200, CASE_STUDY, 300e12)
-    speed = modelled_speedup(CASE_STUDY, CASE_STUDY_TUNED, FLAT["flat"])
+    grid = memory_grid(CASE_STUDY.job)
+    implied = mfu(3200, CASE_STUDY.job, 300e12)
+    speed = modelled_speedup(CASE_STUDY.job, CASE_STUDY_TUNED.job, FLAT["flat"])
     before = replace(CASE_STUDY, reported={"memory_fraction": grid[("1f1b", "none", "bf16-mixed", False)],
-                                           "npu_utilization": mfu, "tokens_per_second": 3200.0})
-    after = replace(CASE_STUDY_TUNED, reported={"memory_fraction": 0.85, "npu_utilization": mfu,
+                                           "npu_utilization": implied, "tokens_per_second": 3200.0})
+    after = replace(CASE_STUDY_TUNED, reported={"memory_fraction": 0.85, "npu_utilization": implied,
                                                 "tokens_per_second": 3200.0 * speed})
     rows2 = audit_case(before, after, FLAT, PEAKS)
     by_start = lambda text: next(r for r in rows2 if r.claim.startswith(text))  # noqa: E731

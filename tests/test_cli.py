@@ -85,10 +85,13 @@ def test_seq_len_defaults_to_the_models_context(capsys):
 
 
 def test_plan_reports_memory_per_stage(capsys):
-    from batchlab.formulas.memory import MemorySettings, stage_memory
+    from batchlab.formulas.job import Job
+    from batchlab.formulas.memory import stage_memory
 
     out = run_json(CASE + ["--micro-batch", "2"], capsys)
-    expect = stage_memory(CASE_STUDY.job.model, 4, 2, 1024, 16, "1f1b", MemorySettings(data_parallel=2))
+    expect = stage_memory(Job(CASE_STUDY.job.model, seq_len=1024, global_batch=64, micro_batch_size=2,
+                              pipeline_stages=4, data_parallel=2, schedule="1f1b"))
+    assert expect.job.num_microbatches == 16
     assert out["schedule"] == "1f1b" and out["recompute"] == "none" and out["precision"] == "bf16-mixed"
     assert out["model_state_bytes_per_stage"] == [s.states.total for s in expect.stages]
     assert out["activation_bytes_per_stage"] == [s.activation_bytes for s in expect.stages]

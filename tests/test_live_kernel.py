@@ -21,7 +21,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -32,6 +31,7 @@ from urllib.parse import urlsplit
 import psutil
 import pytest
 
+from batchlab.measure.pipeline_distributed import free_port
 from batchlab.ui.style import render_error_html
 
 from booktools import ROOT, browser as chromium  # booktools.browser: the project's one Chromium launch
@@ -64,13 +64,6 @@ LAB_OFFLINE_ARGS = (
 )
 # Every cell stays in the DOM (Lab 4 otherwise may detach off-screen cells from it).
 LAB_USER_SETTINGS = {"@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now (the OS picks it; two xdist workers get different ones)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_kernelspec(data_dir: Path) -> None:

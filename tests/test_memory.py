@@ -1,14 +1,20 @@
 """The memory model of 4.3 (pure math): model states, activations after Korthikanti et al., schedules."""
-import pytest
-from hypothesis import given, strategies as st
+from dataclasses import replace
 
-from batchlab.formulas.memory import (GIB, MemorySettings, bytes_per_param, grow_micro_batch, layer_activation_bytes,
-                             model_states, stage_activation_bytes, stage_memory)
+import pytest
+from hypothesis import assume, given, strategies as st
+
+from batchlab.formulas.job import GIB, Job
+from batchlab.formulas.memory import (bytes_per_param, grow_micro_batch, layer_activation_bytes, model_states,
+                                      stage_activation_bytes, stage_memory)
 from batchlab.formulas.partition import partition_layers
+from batchlab.formulas.pipeline_schedules import runnable
 from batchlab.formulas.presets import GPTConfig, get_config
 
 XL = get_config("gpt2-xl")
-MIXED = MemorySettings(precision="bf16-mixed", dropout=True)
+# The case study's shape: gpt2-xl, s = 1024, micro-batch 2, 4 stages, 2 replicas, m = 16 micro-batches.
+CASE_JOB = Job(XL, seq_len=1024, global_batch=64, micro_batch_size=2, pipeline_stages=4, data_parallel=2)
+MIXED = dict(precision="bf16-mixed", dropout=True)
 
 
 def test_bytes_per_parameter_table():
@@ -21,8 +27,10 @@ def test_bytes_per_parameter_table():
 
 
 def test_zero1_shards_only_the_optimizer_states():
-    full = model_states(1000, "bf16-mixed", "adam")
-    sharded = model_states(1000, "bf16-mixed", "adam", zero1=True, data_parallel=4)
+    job = Job(XL, seq_len=1024, global_batch=4, micro_batch_size=1, data_parallel=4,
+              precision="bf16-mixed", optimizer="adam")
+    full = model_states(1000, job)
+    sharded = model_states(1000, replace(job, zero1=True))
     assert (sharded.parameters, sharded.gradients) == (full.parameters, full.gradients) == (2000, 2000)
     assert sharded.optimizer == full.optimizer // 4 == 3000
 
@@ -31,30 +39,32 @@ def test_zero1_shards_only_the_optimizer_states():
 def test_korthikanti_per_layer_formula(s, b, heads, head_dim):
     h = heads * head_dim
     config = GPTConfig(n_layer=1, n_head=heads, d_model=h, vocab_size=8, n_positions=2048)
+    mixed = Job(config, seq_len=s, global_batch=b, micro_batch_size=b, **MIXED)
     # 16-bit activations, 1-byte dropout masks: s·b·h·(34 + 5·a·s/h), written as integers
-    assert layer_activation_bytes(config, b, s, MIXED) == 34 * s * b * h + 5 * heads * s * s * b
-    assert layer_activation_bytes(config, b, s, MIXED, recompute="selective") == 34 * s * b * h
-    assert layer_activation_bytes(config, b, s, MIXED, recompute="full") == 2 * s * b * h
-    fused = MemorySettings(precision="bf16-mixed", dropout=True, attention="fused")
-    assert layer_activation_bytes(config, b, s, fused) == 34 * s * b * h
+    assert layer_activation_bytes(mixed) == 34 * s * b * h + 5 * heads * s * s * b
+    assert layer_activation_bytes(mixed, recompute="selective") == 34 * s * b * h
+    assert layer_activation_bytes(mixed, recompute="full") == 2 * s * b * h
+    fused = replace(mixed, attention="fused")
+    assert layer_activation_bytes(fused) == 34 * s * b * h
     # fp32, no dropout (the book's CPU runs): 64·sbh + 4·as²b
-    fp32 = MemorySettings(precision="fp32", dropout=False)
-    assert layer_activation_bytes(config, b, s, fp32) == 64 * s * b * h + 4 * heads * s * s * b
+    fp32 = replace(mixed, precision="fp32", dropout=False)
+    assert layer_activation_bytes(fp32) == 64 * s * b * h + 4 * heads * s * s * b
 
 
 def test_logits_sit_on_the_last_stage_and_are_large_at_gpt2_vocabulary():
+    job = replace(CASE_JOB, **MIXED)
     first, *_, last = partition_layers(XL, 4)
-    act = {st.index: stage_activation_bytes(XL, st, 2, 1024, MIXED) for st in (first, last)}
+    act = {st.index: stage_activation_bytes(job, st) for st in (first, last)}
     logits = 4 * 1024 * 2 * 50257
     sbh, sb = 1024 * 2 * 1600, 1024 * 2
     # last: final-LN and head inputs (2·e·sbh) + fp32 logits; first: token ids (8·sb) + embedding dropout mask
     assert act[3] - act[0] == logits + 2 * 2 * sbh - (8 * sb + sbh)
-    assert logits / layer_activation_bytes(XL, 2, 1024, MIXED) > 0.5  # more than half a layer's activations
+    assert logits / layer_activation_bytes(job) > 0.5  # more than half a layer's activations
 
 
 def test_schedules_decide_in_flight_activations():
-    gpipe = stage_memory(XL, 4, 2, 1024, 16, "gpipe", MemorySettings(data_parallel=2))
-    onef = stage_memory(XL, 4, 2, 1024, 16, "1f1b", MemorySettings(data_parallel=2))
+    gpipe = stage_memory(replace(CASE_JOB, schedule="gpipe"))
+    onef = stage_memory(replace(CASE_JOB, schedule="1f1b"))
     assert [s.in_flight for s in gpipe.stages] == [16] * 4 and [s.in_flight for s in onef.stages] == [4, 3, 2, 1]
     assert [s.states for s in gpipe.stages] == [s.states for s in onef.stages]
     for g, o in zip(gpipe.stages, onef.stages):
@@ -64,10 +74,10 @@ def test_schedules_decide_in_flight_activations():
 
 
 def test_recompute_adds_the_working_set_of_one_layer():
-    none = stage_memory(XL, 4, 2, 1024, 16, settings=MemorySettings(data_parallel=2))
-    full = stage_memory(XL, 4, 2, 1024, 16, settings=MemorySettings(data_parallel=2, recompute="full"))
+    none = stage_memory(CASE_JOB)
+    full = stage_memory(replace(CASE_JOB, recompute="full"))
     assert all(s.working_bytes == 0 for s in none.stages)
-    layer = layer_activation_bytes(XL, 2, 1024, MemorySettings(), recompute="none")
+    layer = layer_activation_bytes(CASE_JOB, recompute="none")
     assert all(s.working_bytes == layer for s in full.stages)
     assert full.peak_memory_fraction < none.peak_memory_fraction
 
@@ -77,7 +87,10 @@ def test_1f1b_memory_never_decreases_as_the_micro_batch_grows(p, dp, exp_global,
     config = get_config("gpt2", n_layer=8)
     global_batch = dp * 2 ** exp_global
     micro, bigger = 2 ** min(exp_micro, exp_global), 2 ** min(exp_micro + 1, exp_global)
-    reports = [stage_memory(config, p, b, 128, global_batch // (b * dp), "1f1b", MemorySettings(data_parallel=dp))
+    # A 1F1B job needs m ≥ p micro-batches (the Job refuses fewer), so only runnable pairs are compared.
+    assume(runnable("1f1b", p, global_batch // (bigger * dp)))
+    reports = [stage_memory(Job(config, seq_len=128, global_batch=global_batch, micro_batch_size=b,
+                                pipeline_stages=p, data_parallel=dp, schedule="1f1b"))
                for b in (micro, bigger)]
     for small, large in zip(reports[0].stages, reports[1].stages):
         assert large.peak_bytes >= small.peak_bytes
@@ -86,26 +99,30 @@ def test_1f1b_memory_never_decreases_as_the_micro_batch_grows(p, dp, exp_global,
 @given(p=st.integers(1, 6), micro=st.integers(1, 16), m=st.integers(1, 16), k=st.sampled_from([2, 4]))
 def test_gpipe_activations_depend_on_micro_times_m_only(p, micro, m, k):
     config = get_config("gpt2", n_layer=6)
-    a = stage_memory(config, p, micro * k, 64, m, "gpipe")
-    b = stage_memory(config, p, micro, 64, m * k, "gpipe")
+    job = Job(config, seq_len=64, global_batch=micro * k * m, micro_batch_size=micro * k, pipeline_stages=p,
+              schedule="gpipe")
+    a = stage_memory(job)
+    b = stage_memory(replace(job, micro_batch_size=micro))
+    assert (a.job.num_microbatches, b.job.num_microbatches) == (m, m * k)
     assert [s.activation_bytes for s in a.stages] == [s.activation_bytes for s in b.stages]
 
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(schedule="zb"), "schedule = 'zb'"),
-    (dict(settings=MemorySettings()), None),
+    (dict(), None),
     (dict(device_memory_gib=0), "device_memory_gib = 0：必须是有限的正数"),
     (dict(seq_len=2048), "seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"),
 ])
 def test_stage_memory_rejects_bad_input(kwargs, message):
-    args = dict(config=XL, pipeline_stages=4, micro_batch_size=2, seq_len=1024, num_microbatches=16) | kwargs
+    # The job record validates once, when it is made; stage_memory reads a valid one.
+    args = dict(model=XL, pipeline_stages=4, micro_batch_size=2, seq_len=1024, global_batch=32) | kwargs
     if message is None:
-        stage_memory(**args)
+        stage_memory(Job(**args))
         return
     with pytest.raises(ValueError, match=message):
-        stage_memory(**args)
+        Job(**args)
     with pytest.raises(ValueError, match="recompute = 'half'"):
-        MemorySettings(recompute="half")
+        Job(XL, seq_len=1024, global_batch=32, micro_batch_size=2, pipeline_stages=4, recompute="half")
 
 
 @given(threshold=st.integers(1, 300), start=st.integers(1, 4), oom_at=st.one_of(st.none(), st.integers(1, 400)))

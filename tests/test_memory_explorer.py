@@ -1,6 +1,7 @@
 import statistics
 import time
 import warnings
+from dataclasses import replace
 
 import matplotlib
 
@@ -9,10 +10,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import same_color  # noqa: E402
 
-from batchlab.formulas.batching import plan_batch  # noqa: E402
 from batchlab.lecture.case import CASE_STUDY  # noqa: E402
-from batchlab.formulas.memory import (DEVICE_MEMORY_GIB, GIB, PRECISIONS, RECOMPUTE_MODES, MemorySettings,  # noqa: E402
-                             default_precision, stage_memory)
+from batchlab.formulas.job import DEVICE_MEMORY_GIB, GIB, RECOMPUTE_MODES, Job  # noqa: E402
+from batchlab.formulas.memory import stage_memory  # noqa: E402
+from batchlab.formulas.precision import PRECISIONS, default_precision  # noqa: E402
 from batchlab.formulas.pipeline_schedules import SCHEDULES  # noqa: E402
 from batchlab.formulas.presets import get_config  # noqa: E402
 from batchlab.ui import memory as memory_ui, style  # noqa: E402
@@ -34,12 +35,8 @@ def case_report(**changes):
              data_parallel=CASE_STUDY.job.data_parallel, schedule="1f1b", recompute="none", precision=None,
              device_memory_gib=DEVICE_MEMORY_GIB)
     c.update(changes)
-    config = get_config(c["model"])
-    plan = plan_batch(c["micro_batch_size"], c["pipeline_stages"], c["data_parallel"], global_batch=c["global_batch"])
-    settings = MemorySettings(precision=c["precision"] or default_precision(config), recompute=c["recompute"],
-                              data_parallel=c["data_parallel"])
-    return stage_memory(config, c["pipeline_stages"], c["micro_batch_size"], c["seq_len"], plan.num_microbatches,
-                        c["schedule"], settings, c["device_memory_gib"])
+    c["model"] = get_config(c["model"])  # precision None: the model's default
+    return stage_memory(Job(**c))
 
 
 def red_texts(ax):
@@ -53,7 +50,7 @@ def test_default_is_the_case_study():
                           precision="bf16-mixed", pipeline_stages=4, global_batch=64, data_parallel=2,
                           device_memory_gib=DEVICE_MEMORY_GIB)
     assert explorer.report == case_report()
-    assert explorer.plan.num_microbatches == 16
+    assert explorer.report.job.plan.num_microbatches == 16
     assert explorer.png.startswith(b"\x89PNG")
     summary = explorer.summary.value
     assert "最满的是阶段 0" in summary and "m = <b>16</b>" in summary and "4、3、2、1" in summary
@@ -64,7 +61,8 @@ def test_default_is_the_case_study():
 MOVES = [
     ("model", "gpt2-large"), ("micro_batch_size", 4), ("seq_len", 512), ("schedule", "gpipe"),
     ("recompute", "selective"), ("recompute", "full"), ("precision", "fp32"), ("pipeline_stages", 8),
-    ("global_batch", 8), ("data_parallel", 4), ("device_memory_gib", 16.0),
+    # 16 = 2 × 2 × 4: m = 4 = p, the fewest micro-batches a 1F1B job takes (m = 2 is refused, see below)
+    ("global_batch", 16), ("data_parallel", 4), ("device_memory_gib", 16.0),
 ]
 
 
@@ -112,6 +110,7 @@ def test_a_new_model_resets_precision_and_sequence_lengths():
     ("global_batch", 63, "global_batch = 63 不能被 micro_batch_size × data_parallel = 2 × 2 = 4 整除"),
     ("data_parallel", 3, "不能被 micro_batch_size × data_parallel = 2 × 3 = 6 整除"),
     ("device_memory_gib", 0.0, "device_memory_gib = 0.0：必须是有限的正数"),
+    ("global_batch", 8, "num_microbatches = 2：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4"),
 ])
 def test_invalid_input_shows_the_message_and_keeps_the_figure(control, value, message):
     explorer = MemoryExplorer()
@@ -126,12 +125,12 @@ def test_invalid_input_shows_the_message_and_keeps_the_figure(control, value, me
 
 
 def test_more_stages_than_layers_is_reported():
-    explorer = MemoryExplorer(model="gpt2")  # 12 layers
+    explorer = MemoryExplorer(replace(CASE_STUDY.job, model=get_config("gpt2")))  # 12 layers
     explorer.controls["pipeline_stages"].value = 16
     assert "pipeline_stages = 16" in explorer.summary.value and "12" in explorer.summary.value
     assert explorer.report is None
     with pytest.raises(ValueError, match="seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"):
-        MemoryExplorer(seq_len=2048)
+        MemoryExplorer(replace(CASE_STUDY.job, seq_len=2048))
 
 
 def test_overflow_is_marked_in_red():
@@ -200,8 +199,9 @@ def test_tiny_models_are_drawn_in_mib():
 
 def test_explorer_draws_measured_points_when_the_state_matches():
     key = ("tiny", 4, 32, "none")
-    explorer = MemoryExplorer(model="tiny", micro_batch_size=4, seq_len=32, pipeline_stages=2, global_batch=16,
-                              device_memory_gib=0.01, measured={key: [1_000_000, 900_000]})
+    job = replace(CASE_STUDY.job, model=get_config("tiny"), micro_batch_size=4, seq_len=32, pipeline_stages=2,
+                  global_batch=16, device_memory_gib=0.01, precision=None)
+    explorer = MemoryExplorer(job, measured={key: [1_000_000, 900_000]})
 
     def marker_lines():
         return [line for line in explorer._ax.lines if line.get_label() == "实测峰值"]

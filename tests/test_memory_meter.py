@@ -3,7 +3,8 @@ and the lecture's growth procedure surviving out-of-memory errors."""
 import pytest
 import torch
 
-from batchlab.formulas.memory import MemorySettings, stage_activation_bytes
+from batchlab.formulas.job import Job
+from batchlab.formulas.memory import stage_activation_bytes
 from batchlab.measure.memory import find_micro_batch, is_out_of_memory, saved_activation_bytes, step_peak
 from batchlab.measure.model import GPT, next_token_loss
 from batchlab.formulas.presets import get_config
@@ -22,7 +23,8 @@ def tokens(b, s, seed=0):
 def test_model_agrees_with_measurement_on_the_tiny_model(recompute, b, s):
     measured = saved_activation_bytes(GPT(TINY, recompute=recompute), *tokens(b, s))
     stage = partition_layers(TINY, 1)[0]
-    modelled = stage_activation_bytes(TINY, stage, b, s, MemorySettings(precision="fp32", recompute=recompute))
+    job = Job(TINY, seq_len=s, global_batch=b, micro_batch_size=b, precision="fp32", recompute=recompute)
+    modelled = stage_activation_bytes(job, stage)
     # the model leaves out LayerNorm statistics, the causal mask and scalars: ~1 %, always above
     assert modelled <= measured <= 1.03 * modelled
 
@@ -102,7 +104,8 @@ def test_measured_model_states_match_the_table_and_ignore_the_batch():
         opt.step()
         readings.append(model_state_bytes(model, opt))
     assert readings[0] == readings[1]
-    table = model_states(GPT(TINY).num_params(), "fp32", "adam")
+    job = Job(TINY, seq_len=32, global_batch=1, micro_batch_size=1, precision="fp32", optimizer="adam")
+    table = model_states(GPT(TINY).num_params(), job)
     n_tensors = len(list(GPT(TINY).parameters()))
     assert readings[0]["parameters"] == table.parameters and readings[0]["gradients"] == table.gradients
     # Adam also keeps one 4-byte step counter per parameter tensor, which the table leaves out

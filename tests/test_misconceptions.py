@@ -5,6 +5,7 @@ import re
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -18,6 +19,7 @@ from batchlab.measure.accumulation import (BatchNormLM, batch_gradients, mask_af
 from batchlab.formulas.batching import token_weights
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.formulas.comm import allreduce_bytes, p2p_bytes, p2p_messages, step_communication
+from batchlab.formulas.job import Job
 from batchlab.measure.data import make_corpus
 from batchlab.measure.model import GPT
 from batchlab.formulas.presets import get_config
@@ -57,19 +59,21 @@ def test_one_stage_sends_nothing_and_one_replica_reduces_nothing():
 @given(p=st.integers(2, 8), micro=st.sampled_from([1, 2, 4, 8]), d=st.integers(1, 4), factor=st.sampled_from([2, 4]))
 def test_cutting_the_same_batch_finer_keeps_bytes_and_multiplies_messages(p, micro, d, factor):
     config = get_config("gpt2")
-    coarse = step_communication(config, 128, micro * factor * d * p, micro * factor, p, d)
-    fine = step_communication(config, 128, micro * factor * d * p, micro, p, d)
+    job = Job(config, seq_len=128, global_batch=micro * factor * d * p, micro_batch_size=micro * factor,
+              pipeline_stages=p, data_parallel=d)
+    coarse = step_communication(job)
+    fine = step_communication(replace(job, micro_batch_size=micro))
     assert fine.p2p_bytes == coarse.p2p_bytes
     assert fine.p2p_messages == factor * coarse.p2p_messages
     assert fine.allreduce_bytes == coarse.allreduce_bytes      # per step: the batch does not matter
 
 
 def test_case_study_tuning_halves_the_messages_and_keeps_the_allreduce():
-    before, after = (step_communication(c.config, c.seq_len, c.global_batch, c.micro_batch_size,
-                                        c.pipeline_stages, c.data_parallel) for c in (CASE_STUDY, CASE_STUDY_TUNED))
+    before, after = (step_communication(c.job) for c in (CASE_STUDY, CASE_STUDY_TUNED))
     assert (before.p2p_messages, after.p2p_messages) == (96, 48)
     assert before.allreduce_bytes == after.allreduce_bytes > 0
-    doubled = step_communication(CASE_STUDY.job.model, 1024, 128, 2, 4, 2)
+    doubled = step_communication(replace(CASE_STUDY.job, global_batch=128))
+    assert (doubled.global_batch, doubled.num_microbatches) == (128, 32)
     assert doubled.allreduce_bytes_per_sample == pytest.approx(before.allreduce_bytes_per_sample / 2)
 
 
@@ -186,8 +190,8 @@ def test_both_changes_of_the_case_move_more_than_memory():
 
     c = CASE_STUDY
     npu = DEVICE_PRESETS["ascend-910b"]
-    curve = roofline_curve(c.config, npu.peak_flops[0], npu.memory_bandwidth[0])
-    effects = {(g, b): batch_effects(c.config, c.seq_len, g, b, c.pipeline_stages, c.data_parallel, curve)
+    curve = roofline_curve(c.job.model, npu.peak_flops[0], npu.memory_bandwidth[0])
+    effects = {(g, b): batch_effects(replace(c.job, global_batch=g, micro_batch_size=b), curve)
                for g, b in [(64, 2), (64, 4), (128, 2)]}
     micro = effect_ratios(effects[(64, 4)], effects[(64, 2)])
     more = effect_ratios(effects[(128, 2)], effects[(64, 2)])

@@ -11,7 +11,8 @@ import psutil
 import pytest
 import torch
 
-import batchlab.measure.pipeline_local as pipeline_run
+import batchlab.measure.pipeline_distributed as pipeline_distributed
+from batchlab.measure import pipeline_torchrun
 from batchlab.measure.model import GPT
 from batchlab.formulas.presets import get_config
 from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local, split_model
@@ -163,14 +164,14 @@ def test_distributed_pipeline_matches_local(schedule):
 
 @pytest.mark.slow
 def test_a_failing_rank_is_reported_and_every_process_ends(monkeypatch):
-    real = pipeline_run._run_rank
+    real = pipeline_distributed.run_rank
 
     def fail_on_rank_1(rank, *args, **kwargs):
         if rank == 1:
             raise ArithmeticError("rank 1 broke on purpose")
         return real(rank, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline_run, "_run_rank", fail_on_rank_1)  # forked ranks inherit the patch
+    monkeypatch.setattr(pipeline_distributed, "run_rank", fail_on_rank_1)  # forked ranks inherit the patch
     before = {c.pid for c in psutil.Process().children(recursive=True)}
     start = time.perf_counter()
     with pytest.raises(RuntimeError, match="(?s)流水线的子进程出错.*rank 1.*rank 1 broke on purpose"):
@@ -199,7 +200,7 @@ def test_distributed_pipeline_rejects_before_starting_processes():
 @pytest.mark.slow
 def test_command_line_without_torchrun(monkeypatch, capsys):
     monkeypatch.delenv("RANK", raising=False)
-    assert pipeline_run.main(["--stages", "2", "--micro-batches", "4", "--n-layer", "2", "--seq-len", "8"]) == 0
+    assert pipeline_torchrun.main(["--stages", "2", "--micro-batches", "4", "--n-layer", "2", "--seq-len", "8"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["stages"] == 2 and summary["micro_batches"] == 4
     assert summary["bubble_formula"] == pytest.approx(1 / 5)

@@ -1,7 +1,8 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.formulas.pipeline_schedules import (SCHEDULES, Timeline, bubble_fraction, bubble_overhead, check_runnable,
+from batchlab.formulas.batching import plan_batch
+from batchlab.formulas.pipeline_schedules import (SCHEDULES, Timeline, bubble_fraction, check_runnable,
                                          in_flight_microbatches, pipeline_timeline, schedule_order, simulate)
 
 
@@ -13,7 +14,7 @@ def test_lecture_bubble_numbers():
 
 @given(p=st.integers(1, 16), m=st.integers(1, 64))
 def test_overhead_and_fraction_describe_one_bubble(p, m):
-    o = bubble_overhead(p, m)
+    o = (p - 1) / m  # bubble time relative to useful compute: the form Megatron-LM reports
     assert bubble_fraction(p, m) == pytest.approx(o / (1 + o))
 
 
@@ -46,8 +47,9 @@ def test_dependencies_respected():
 def test_bad_input():
     with pytest.raises(ValueError, match="schedule = 'zb'"):
         schedule_order("zb", 2, 2)
+    # bubble_fraction is plain arithmetic on validated counts: the batch plan refuses m = 0
     with pytest.raises(ValueError, match="num_microbatches = 0"):
-        bubble_fraction(4, 0)
+        plan_batch(1, 4, num_microbatches=0)
     with pytest.raises(ValueError, match="调度死锁"):
         simulate([[("F", 0), ("B", 0)], [("B", 0), ("F", 0)]])
     with pytest.raises(ValueError, match="forward_time = 0：必须是有限的正数"):

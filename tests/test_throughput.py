@@ -1,20 +1,25 @@
 """The modelled step time of 4.4: FLOPs by hand, the rate curve, the bubble-versus-matmul trade-off."""
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, strategies as st
 
+from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.formulas.presets import get_config
+from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.tune import tune
-from batchlab.formulas.throughput import (RateCurve, layer_forward_flops, model_flops_per_token,
-                                 model_step)
+from batchlab.formulas.throughput import layer_forward_flops, model_flops_per_token, model_step
 
 XL = get_config("gpt2-xl")
+# gpt2-xl, s = 1024, global batch 64, micro-batch 2, 4 stages × 2 replicas (the case study's job)
+CASE_JOB = Job(XL, seq_len=1024, global_batch=64, micro_batch_size=2, pipeline_stages=4, data_parallel=2)
 
 
 def test_flops_per_token_is_narayanans_formula():
     l, h, s, v = 48, 1600, 1024, 50257
-    assert model_flops_per_token(XL, s) == pytest.approx(72 * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h)))
-    assert model_flops_per_token(XL, s, recompute=True) == pytest.approx(96 * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h)))
+    assert model_flops_per_token(CASE_JOB) == pytest.approx(72 * l * h**2 * (1 + s / (6 * h) + v / (12 * l * h)))
+    assert model_flops_per_token(replace(CASE_JOB, recompute="full")) == pytest.approx(96 * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h)))
     assert layer_forward_flops(XL, 2, s) == pytest.approx(24 * 2 * s * h**2 * (1 + s / (6 * h)))
 
 
@@ -30,14 +35,14 @@ def test_rate_curve_interpolates_on_log_axes_and_holds_the_ends():
 
 def test_flat_rate_makes_the_smallest_micro_batch_best():
     flat = RateCurve((1, 100_000), (1e12, 1e12))
-    best = tune(XL, 1024, 64, 4, 2, flat)["recommended"]
+    best = tune(CASE_JOB, flat)["recommended"]
     assert best["micro_batch_size"] == 1  # nothing to gain from bigger matmuls: only the bubble counts
 
 
 def test_a_steep_rate_curve_can_favour_a_bigger_micro_batch():
     steep = RateCurve((1024, 2048, 4096, 8192), (1e12, 3e12, 4e12, 4.2e12))
-    before = model_step(XL, 1024, 64, 2, 4, 2, steep)
-    after = model_step(XL, 1024, 64, 4, 4, 2, steep)
+    before = model_step(CASE_JOB, steep)
+    after = model_step(replace(CASE_JOB, micro_batch_size=4), steep)
     assert (before.num_microbatches, after.num_microbatches) == (16, 8)
     assert before.bubble_fraction == 3 / 19 and after.bubble_fraction == 3 / 11
     assert after.tokens_per_second > before.tokens_per_second  # the matmul gain beats the bigger bubble
@@ -46,7 +51,8 @@ def test_a_steep_rate_curve_can_favour_a_bigger_micro_batch():
 @given(b=st.sampled_from([1, 2, 4, 8]), p=st.sampled_from([1, 2, 4]), dp=st.sampled_from([1, 2]))
 def test_step_time_is_slots_times_m_plus_p_minus_1(b, p, dp):
     curve = RateCurve((1, 10_000), (1e11, 1e12))
-    step = model_step(XL, 256, 64, b, p, dp, curve)
+    step = model_step(Job(XL, seq_len=256, global_batch=64, micro_batch_size=b, pipeline_stages=p,
+                          data_parallel=dp), curve)
     m = 64 // (b * dp)
     assert step.num_microbatches == m and step.bubble_fraction == bubble_fraction(p, m)
     assert step.step_seconds == pytest.approx((m + p - 1) * step.slot_seconds)
@@ -54,14 +60,15 @@ def test_step_time_is_slots_times_m_plus_p_minus_1(b, p, dp):
 
 
 def test_bad_input_is_named():
-    curve = RateCurve((1, 2), (1e9, 2e9))
+    # the job is validated when it is made; model_step reads a valid one
     with pytest.raises(ValueError, match="global_batch = 63 不能被"):
-        model_step(XL, 1024, 63, 2, 4, 2, curve)
+        replace(CASE_JOB, global_batch=63)
 
 
 def test_full_recompute_adds_one_forward_of_the_layers():
     flat = RateCurve((1, 100_000), (1e12, 1e12))
-    plain = model_step(XL, 1024, 64, 2, 1, 2, flat)
-    full = model_step(XL, 1024, 64, 2, 1, 2, flat, recompute=True)
+    job = replace(CASE_JOB, pipeline_stages=1)
+    plain = model_step(job, flat)
+    full = model_step(replace(job, recompute="full"), flat)
     layers = 48 * layer_forward_flops(XL, 2, 1024)
     assert full.slot_seconds - plain.slot_seconds == pytest.approx(layers / 1e12)

@@ -1,6 +1,7 @@
 """The bubble-versus-matmul explorer of 4.4: every control changes what the reader sees."""
 import contextlib
 import io
+from dataclasses import replace
 
 import matplotlib
 
@@ -9,8 +10,9 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from batchlab.lecture.case import CASE_STUDY  # noqa: E402
+from batchlab.formulas.roofline import RateCurve  # noqa: E402
 from batchlab.formulas.throughput import model_step  # noqa: E402
-from batchlab.formulas.roofline import RateCurve
+from batchlab.formulas.tune import tune  # noqa: E402
 from batchlab.ui import style  # noqa: E402
 from batchlab.ui.pipeline import TradeoffExplorer  # noqa: E402
 
@@ -29,7 +31,9 @@ def explorer(**kwargs):
 
 def test_default_is_the_case_study_and_its_numbers_come_from_the_model():
     e = explorer()
-    expect = model_step(CASE_STUDY.job.model, CASE_STUDY.job.seq_len, 64, 2, 4, 2, CURVE)
+    expect = model_step(CASE_STUDY.job, CURVE)
+    assert (CASE_STUDY.job.global_batch, CASE_STUDY.job.micro_batch_size, CASE_STUDY.job.pipeline_stages,
+            CASE_STUDY.job.data_parallel) == (64, 2, 4, 2)
     assert e.step == expect
     assert "m = <b>16</b>" in e.summary.value and "15.8%" in e.summary.value and e.png
 
@@ -49,8 +53,9 @@ def test_every_control_changes_the_output(control, value):
 def test_best_micro_batch_and_memory_limits_are_marked():
     e = explorer()
     assert "模型下最快且放得下的微批次大小：<b>4</b>" in e.summary.value  # the steep curve favours 4
-    tight = explorer(device_memory_gib=12.0)
-    result = tight.candidates({c: w.value for c, w in tight.controls.items()})
+    tight = explorer(job=replace(CASE_STUDY.job, device_memory_gib=12.0))
+    # what the explorer shows is tune() of the job its controls describe
+    result = tune(replace(tight.job, **{c: w.value for c, w in tight.controls.items()}), CURVE)
     fits = {c["micro_batch_size"]: c["fits"] for c in result["candidates"]}
     assert fits[1] and not fits[8]  # micro 1 fits in 12 GiB, micro 8 does not (1F1B keeps m ≥ p: micro ≤ 8)
     with contextlib.redirect_stdout(io.StringIO()):

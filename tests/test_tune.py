@@ -3,24 +3,26 @@ the recommendation, the suggestion when nothing fits, and the `tune` / `plan --t
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.apps.cli import main
-from batchlab.formulas.memory import MemorySettings, stage_memory
+from batchlab.formulas.job import Job
+from batchlab.formulas.memory import stage_memory
 from batchlab.formulas.presets import get_config
-from batchlab.formulas.roofline import DEVICE_PRESETS, arithmetic_intensity, roofline_flops
+from batchlab.formulas.roofline import (DEVICE_PRESETS, ROOFLINE_ROWS, RateCurve, arithmetic_intensity,
+                                        roofline_curve, roofline_flops)
 from batchlab.formulas.throughput import model_step
-from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.tune import tune
-from batchlab.formulas.roofline import ROOFLINE_ROWS, roofline_curve
 
 XL = get_config("gpt2-xl")
 NPU = DEVICE_PRESETS["ascend-910b"]
 LOW = roofline_curve(XL, NPU.peak_flops[0], NPU.memory_bandwidth[0])
 CASE = dict(seq_len=CASE_STUDY.job.seq_len, global_batch=CASE_STUDY.job.global_batch,
             pipeline_stages=CASE_STUDY.job.pipeline_stages, data_parallel=CASE_STUDY.job.data_parallel)
+CASE_JOB = CASE_STUDY.job  # gpt2-xl, s = 1024, global batch 64, micro-batch 2, 4 stages × 2 replicas
 
 
 def test_roofline_curve_is_the_mlp_matmuls_roofline():
@@ -37,15 +39,17 @@ def test_roofline_curve_is_the_mlp_matmuls_roofline():
 
 @pytest.mark.parametrize("schedule, recompute", [("1f1b", "none"), ("gpipe", "selective"), ("1f1b", "full")])
 def test_candidates_match_model_step_and_stage_memory(schedule, recompute):
-    out = tune(XL, **CASE, curve=LOW, schedule=schedule, recompute=recompute)
+    job = replace(CASE_JOB, schedule=schedule, recompute=recompute)
+    out = tune(job, LOW)
     sizes = [c["micro_batch_size"] for c in out["candidates"]]
     assert sizes == ([1, 2, 4, 8] if schedule == "1f1b" else [1, 2, 4, 8, 16, 32])
-    settings = MemorySettings(data_parallel=2, recompute=recompute)
     for c in out["candidates"]:
         b, m = c["micro_batch_size"], c["num_microbatches"]
         assert b * CASE["data_parallel"] * m == CASE["global_batch"]
-        step = model_step(XL, 1024, 64, b, 4, 2, LOW, schedule, recompute=recompute == "full")
-        memory = stage_memory(XL, 4, b, 1024, m, schedule, settings)
+        candidate = replace(job, micro_batch_size=b)
+        assert candidate.num_microbatches == m
+        step = model_step(candidate, LOW)
+        memory = stage_memory(candidate)
         assert c["tokens_per_second"] == step.tokens_per_second
         assert c["matmul_efficiency"] == step.matmul_efficiency
         assert c["bubble_fraction"] == step.bubble_fraction == 3 / (m + 3)
@@ -54,7 +58,7 @@ def test_candidates_match_model_step_and_stage_memory(schedule, recompute):
 
 @pytest.mark.parametrize("memory_gib", [64, 20, 12])
 def test_recommendation_fits_and_is_fastest_among_fitting(memory_gib):
-    out = tune(XL, **CASE, curve=LOW, device_memory_gib=memory_gib)
+    out = tune(replace(CASE_JOB, device_memory_gib=memory_gib), LOW)
     fitting = [c for c in out["candidates"] if c["fits"]]
     assert fitting and out["suggestion"] is None and out["suggested_change"] is None
     best = out["recommended"]
@@ -68,22 +72,24 @@ def test_recommendation_fits_and_is_fastest_among_fitting(memory_gib):
 
 def test_a_flat_curve_recommends_the_smallest_micro_batch():
     flat = RateCurve((1, 100_000), (1e12, 1e12))
-    assert tune(XL, **CASE, curve=flat)["recommended"]["micro_batch_size"] == 1
+    assert tune(CASE_JOB, flat)["recommended"]["micro_batch_size"] == 1
 
 
 def test_1f1b_excludes_micro_batches_with_fewer_micro_batches_than_stages():
-    one = tune(XL, 1024, 64, 8, 1, LOW)
+    job = Job(XL, seq_len=1024, global_batch=64, micro_batch_size=1, pipeline_stages=8, data_parallel=1)
+    one = tune(job, LOW)
     assert [c["micro_batch_size"] for c in one["candidates"]] == [1, 2, 4, 8]
     assert all(c["num_microbatches"] >= 8 for c in one["candidates"])
-    gpipe = tune(XL, 1024, 64, 8, 1, LOW, schedule="gpipe")
+    gpipe = tune(replace(job, schedule="gpipe"), LOW)
     assert [c["micro_batch_size"] for c in gpipe["candidates"]] == [1, 2, 4, 8, 16, 32, 64]
 
 
 @pytest.mark.parametrize("stages, memory_gib", [(1, 8), (4, 8), (1, 4), (1, 16)])
 def test_nothing_fits_suggests_a_change_that_works(stages, memory_gib):
-    args = dict(seq_len=1024, global_batch=64, pipeline_stages=stages, data_parallel=2, curve=LOW,
-                device_memory_gib=memory_gib)
-    out = tune(XL, **args)
+    # micro-batch 1: the job stays runnable (m = 32 ≥ p) whatever number of stages the change suggests
+    job = Job(XL, seq_len=1024, global_batch=64, micro_batch_size=1, pipeline_stages=stages, data_parallel=2,
+              device_memory_gib=memory_gib)
+    out = tune(job, LOW)
     assert not any(c["fits"] for c in out["candidates"])
     assert out["recommended"] is None and out["suggestion"]
     change = out["suggested_change"]
@@ -93,27 +99,32 @@ def test_nothing_fits_suggests_a_change_that_works(stages, memory_gib):
     if "pipeline_stages" in change:
         assert f"增大到 {change['pipeline_stages']}" in out["suggestion"]
         assert XL.n_layer % change["pipeline_stages"] == 0 and change["pipeline_stages"] > stages
-    after = tune(XL, **{**args, **change})
+    after = tune(replace(job, **change), LOW)
     assert after["recommended"] is not None and after["suggestion"] is None
     assert f"微批次大小 {max(c['micro_batch_size'] for c in after['candidates'] if c['fits'])} 放得下" in out["suggestion"]
 
 
 def test_model_states_alone_too_big_suggests_more_stages_not_recompute():
     # 1.56 B parameters × 16 bytes ≈ 23 GiB of model states on one stage: recomputation cannot help
-    out = tune(XL, 1024, 64, 1, 2, LOW, device_memory_gib=8)
+    out = tune(Job(XL, seq_len=1024, global_batch=64, micro_batch_size=1, pipeline_stages=1, data_parallel=2,
+                   device_memory_gib=8), LOW)
     assert "recompute" not in out["suggested_change"] and "把流水线阶段数从 1 增大到" in out["suggestion"]
 
 
 def test_hopeless_case_says_so():
-    out = tune(XL, 1024, 64, 1, 2, LOW, device_memory_gib=1)
+    out = tune(Job(XL, seq_len=1024, global_batch=64, micro_batch_size=1, pipeline_stages=1, data_parallel=2,
+                   device_memory_gib=1), LOW)
     assert out["recommended"] is None and out["suggested_change"] is None and "都不够" in out["suggestion"]
 
 
 @pytest.mark.parametrize("kwargs, reason", [
-    (dict(global_batch=63), "global_batch = 63 不能被 data_parallel = 2 整除"),
-    (dict(pipeline_stages=64), "pipeline_stages = 64 超过了"),
+    (dict(global_batch=63), "global_batch = 63 不能被 micro_batch_size × data_parallel = 1 × 2 = 2 整除"),
+    # 128 sequences: 1F1B's m ≥ p holds at micro-batch 1, so the stages-versus-layers rule is the one broken
+    (dict(pipeline_stages=64, global_batch=128), "pipeline_stages = 64 超过了"),
     (dict(seq_len=2048), "seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"),
-    (dict(global_batch=4), "没有可运行的微批次大小"),
+    # 4 / 2 = 2 sequences per replica: even micro-batch 1 (the most micro-batches) gives m = 2 < p = 4,
+    # so no micro-batch size makes a 1F1B job (tune's old "没有可运行的微批次大小")
+    (dict(global_batch=4), "num_microbatches = 2：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4"),
     (dict(data_parallel=0), "data_parallel = 0：必须是 ≥ 1 的整数"),
     (dict(schedule="zb"), "schedule = 'zb'"),
     (dict(recompute="partial"), "recompute = 'partial'"),
@@ -121,15 +132,19 @@ def test_hopeless_case_says_so():
     (dict(curve=[1, 2]), "curve = [1, 2]：必须是 RateCurve"),
 ])
 def test_invalid_input_is_refused_in_chinese(kwargs, reason):
-    args = {**CASE, "curve": LOW, **kwargs}
+    # The job refuses its own bad values when it is made; tune refuses a curve that is not a RateCurve.
+    fields = {**CASE, "micro_batch_size": 1, **{k: v for k, v in kwargs.items() if k != "curve"}}
     with pytest.raises(ValueError, match=reason.replace("(", r"\(").replace("[", r"\[")):
-        tune(XL, **args)
+        tune(Job(XL, **fields), kwargs.get("curve", LOW))
 
 
-def test_settings_keep_precision_but_take_recompute_and_dp_from_the_arguments():
-    fp32 = tune(XL, **CASE, curve=LOW, settings=MemorySettings(precision="fp32", recompute="full", data_parallel=7))
-    expect = stage_memory(XL, 4, 2, 1024, 16, "1f1b", MemorySettings(precision="fp32", data_parallel=2))
+def test_candidates_keep_the_jobs_precision_and_ignore_its_micro_batch():
+    job = replace(CASE_JOB, precision="fp32", micro_batch_size=8)  # the job's own b is one candidate among all
+    fp32 = tune(job, LOW)
+    expect = stage_memory(replace(job, micro_batch_size=2))
+    assert fp32["candidates"][1]["micro_batch_size"] == 2
     assert fp32["candidates"][1]["peak_memory_fraction"] == expect.peak_memory_fraction
+    assert fp32["candidates"] == tune(replace(job, micro_batch_size=1), LOW)["candidates"]
 
 
 # ── CLI ──────────────────────────────────────────────────────────────────────────────────────────
@@ -151,7 +166,7 @@ def test_cli_tune_case_study(capsys):
         assert key in out
     assert out["curve"]["peak_flops"] == 256e12 and out["curve"]["bandwidth"] == 0.4e12
     assert out["curve"]["flops_per_second"] == list(LOW.flops_per_second)
-    assert out["candidates"] == tune(XL, **CASE, curve=LOW)["candidates"]
+    assert out["candidates"] == tune(CASE_JOB, LOW)["candidates"]
     assert out["recommended"]["micro_batch_size"] == 2 and out["suggestion"] is None
     fast = run_json(TUNE + ["--peak-tflops", "376", "--bandwidth-tbs", "1.6", "--json"], capsys)
     assert fast["curve"]["peak_flops"] == 376e12 and fast["curve"]["bandwidth"] == 1.6e12
@@ -170,7 +185,8 @@ def test_cli_tune_text_is_a_table(capsys):
 
 
 @pytest.mark.parametrize("args, reason", [
-    (["--global-batch", "63", "--data-parallel", "2"], "global_batch = 63 不能被 data_parallel = 2 整除"),
+    (["--global-batch", "63", "--data-parallel", "2"],
+     "global_batch = 63 不能被 micro_batch_size × data_parallel = 1 × 2 = 2 整除"),
     (["--global-batch", "64", "--peak-tflops", "0"], "peak_tflops = 0.0：必须是有限的正数"),
     (["--global-batch", "64", "--pipeline-stages", "64"], "pipeline_stages = 64 超过了"),
 ])

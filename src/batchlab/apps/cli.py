@@ -66,7 +66,7 @@ def _device_text(info: dict) -> str:
 
 # ── bench-matmul ─────────────────────────────────────────────────────────────────────────────────
 
-_BENCH_MS = (1, 2, 4, 8, 16, 32, 64, 128)  # = matmul_bench.DEFAULT_MS, repeated so --help needs no torch
+_BENCH_MS = (1, 2, 4, 8, 16, 32, 64, 128)  # = measure.matmul.DEFAULT_MS, repeated so --help needs no torch
 
 
 def _bench_matmul_arguments(parser: argparse.ArgumentParser) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batchlab.formulas.job import Job
-from batchlab.formulas.memory import bytes_per_param
 
 __all__ = ["p2p_messages", "p2p_bytes", "allreduce_bytes", "StepCommunication", "step_communication"]
 
@@ -69,7 +68,7 @@ def step_communication(job: Job) -> StepCommunication:
     gradient size (both as in :mod:`batchlab.formulas.memory`).
     """
     p, m = job.pipeline_stages, job.num_microbatches
-    grad_bytes = bytes_per_param(job.precision, job.optimizer)["gradients"]
+    grad_bytes = job.element_bytes  # gradients are kept, and all-reduced, in the precision's dtype
     largest = max(stage.params for stage in job.stages)
     return StepCommunication(
         num_microbatches=m,

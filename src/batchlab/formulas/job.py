@@ -73,8 +73,8 @@ class Job:
         check_seq_len(self.model, self.seq_len)
         plan = plan_batch(self.micro_batch_size, self.pipeline_stages, self.data_parallel,
                           global_batch=self.global_batch)
-        check_runnable(self.schedule, self.pipeline_stages, plan.num_microbatches)
         stages = partition_layers(self.model, self.pipeline_stages, self.partition)
+        check_runnable(self.schedule, self.pipeline_stages, plan.num_microbatches)
         one_of("recompute", self.recompute, RECOMPUTE_MODES)
         if self.precision is None:  # frozen: the default is filled in once, here
             object.__setattr__(self, "precision", default_precision(self.model))

@@ -40,10 +40,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from batchlab.formulas.job import GIB, OPTIMIZER_STATES, Job
+from batchlab.formulas.checks import fraction, one_of, whole
+from batchlab.formulas.job import OPTIMIZER_STATES, Job
 from batchlab.formulas.partition import Stage
 from batchlab.formulas.precision import ELEMENT_BYTES, MASTER_WEIGHT_BYTES, PRECISION_DTYPE, PRECISIONS
-from batchlab.formulas.checks import fraction, one_of, whole
 
 __all__ = ["bytes_per_param", "ModelStates", "model_states", "layer_activation_bytes", "stage_activation_bytes",
            "StageMemory", "MemoryReport", "stage_memory", "grow_micro_batch"]
@@ -54,8 +54,10 @@ TOKEN_ID_BYTES = 8    # int64 token ids
 
 def bytes_per_param(precision: str, optimizer: str) -> dict[str, int]:
     """Bytes each parameter costs in weights, gradients and optimizer states (see the module table)."""
-    one_of("precision", precision, PRECISIONS)
-    one_of("optimizer", optimizer, OPTIMIZER_STATES)
+    return _bytes_per_param(one_of("precision", precision, PRECISIONS), one_of("optimizer", optimizer, OPTIMIZER_STATES))
+
+
+def _bytes_per_param(precision: str, optimizer: str) -> dict[str, int]:
     element = ELEMENT_BYTES[PRECISION_DTYPE[precision]]
     return {"parameters": element, "gradients": element,
             "optimizer": MASTER_WEIGHT_BYTES[precision] + OPTIMIZER_STATES[optimizer]}
@@ -77,7 +79,7 @@ class ModelStates:
 def model_states(params: int, job: Job) -> ModelStates:
     """Model-state bytes of ``params`` parameters under ``job``'s precision and optimizer; ZeRO-1 divides
     the optimizer states (master copy included) over the data-parallel replicas, rounding up."""
-    per = bytes_per_param(job.precision, job.optimizer)
+    per = _bytes_per_param(job.precision, job.optimizer)  # the job's choices are already checked
     optimizer_bytes = per["optimizer"] * params
     if job.zero1:
         optimizer_bytes = -(-optimizer_bytes // job.data_parallel)

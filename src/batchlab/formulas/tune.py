@@ -68,18 +68,21 @@ def _suggest(job: Job, curve: RateCurve) -> tuple[str, dict | None]:
     def fits_with(**changes: object) -> int | None:
         return _largest_fit(_candidates(job, curve, **changes))
 
+    def devices(p: int, b: int) -> int:
+        return replace(job, pipeline_stages=p, micro_batch_size=b).devices
+
     for mode in stronger:
         if (b := fits_with(recompute=mode)) is not None:
             return f"用 {mode} 重计算后微批次大小 {b} 放得下", {"recompute": mode}
     for p in deeper:
         if (b := fits_with(pipeline_stages=p)) is not None:
-            return (f"把流水线阶段数从 {p0} 增大到 {p}（设备数 {p} × {dp} = {p * dp}）后微批次大小 {b} 放得下",
+            return (f"把流水线阶段数从 {p0} 增大到 {p}（设备数 {p} × {dp} = {devices(p, b)}）后微批次大小 {b} 放得下",
                     {"pipeline_stages": p})
     for mode in stronger:
         for p in deeper:
             if (b := fits_with(recompute=mode, pipeline_stages=p)) is not None:
-                return (f"用 {mode} 重计算并把流水线阶段数从 {p0} 增大到 {p}（设备数 {p * dp}）后微批次大小 {b} 放得下",
-                        {"recompute": mode, "pipeline_stages": p})
+                return (f"用 {mode} 重计算并把流水线阶段数从 {p0} 增大到 {p}（设备数 {devices(p, b)}）后微批次大小 {b} "
+                        "放得下", {"recompute": mode, "pipeline_stages": p})
     return ("重计算和更多流水线阶段（到 n_layer = "
             f"{n_layer}）都不够：需要更大的显存、ZeRO-1、更低的精度或更短的序列"), None
 

@@ -21,9 +21,9 @@ from typing import Callable, Sequence
 import torch
 
 from batchlab.formulas.checks import one_of, positive, whole
-from batchlab.measure.device import as_device, device_name, synchronize, timed_region
-from batchlab.formulas.roofline import matmul_flops, ridge_point
 from batchlab.formulas.precision import ELEMENT_BYTES
+from batchlab.formulas.roofline import matmul_flops, ridge_point
+from batchlab.measure.device import as_device, device_name, synchronize, timed_region
 
 __all__ = ["DTYPES", "DEFAULT_MS", "bench_matmul", "efficiency", "bare_matmul_seconds", "measure_ceilings"]
 

@@ -22,10 +22,10 @@ import torch
 from torch import nn
 
 from batchlab.formulas.checks import positive, whole
-from batchlab.measure.device import accelerator_module, as_device, card_index
+from batchlab.formulas.memory import grow_micro_batch
+from batchlab.measure.device import accelerator_module, card_index
 from batchlab.measure.device_memory import memory_info, reset_peak_memory
 from batchlab.measure.model import LossFn, next_token_loss
-from batchlab.formulas.memory import grow_micro_batch
 
 __all__ = ["saved_activation_bytes", "model_state_bytes", "timed_step", "step_peak", "is_out_of_memory",
            "find_micro_batch"]

@@ -4,26 +4,8 @@
   (gloo on CPU, nccl on CUDA, hccl on Ascend NPU) and run ``torch.distributed.pipelining``'s
   ``ScheduleGPipe`` or ``Schedule1F1B``; it returns the measured timeline (communication and all),
   the gradients and the start-up and step times;
-* :func:`main`: the same on a server, one process per card, started by ``torchrun``.
-
-On an NPU server (8 cards, one process per card, hccl)::
-
-    torchrun --nproc-per-node 4 -m batchlab.measure.pipeline_distributed --device npu \\
-        --stages 4 --micro-batches 8 --micro-batch-size 8 --seq-len 256 --model gpt2 --n-layer 12
-
-On several NPU servers, one ``torchrun`` per server, the same command on each but ``--node-rank``
-(0 on the server whose address is ``--master-addr``, then 1, 2, ...); ``--stages`` is the total number of
-processes, ``--nnodes`` × ``--nproc-per-node``::
-
-    # on server 0 (address 10.0.0.1); on server 1 the same with --node-rank 1
-    torchrun --nnodes 2 --node-rank 0 --nproc-per-node 8 \\
-      --master-addr 10.0.0.1 --master-port 29500 \\
-      -m batchlab.measure.pipeline_distributed --device npu \\
-      --stages 16 --micro-batches 32 --n-layer 48
-
-Without ``torchrun`` (no ``RANK`` in the environment), ``python -m batchlab.measure.pipeline_distributed ...`` starts
-the processes itself through :func:`run_pipeline_distributed`. Across servers, each machine's clock is
-its own, so the timeline is aligned on a barrier at the start of each step (good to a message's latency).
+* :mod:`batchlab.measure.pipeline_torchrun`: the same on servers, one process per card, started by
+  ``torchrun``, built from this module's rank functions.
 
 Notes from measuring on a laptop CPU: use dropout 0 (each stage's random numbers would differ from
 single-process accumulation); give each rank one thread (``torch.set_num_threads(1)``,
@@ -38,13 +20,10 @@ measurement without communication.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing
 import multiprocessing.connection
 import os
 import socket
-import sys
 import tempfile
 import time
 import traceback
@@ -58,11 +37,11 @@ import torch
 
 from batchlab.formulas.checks import one_of, positive, whole
 from batchlab.formulas.partition import partition_layers
-from batchlab.formulas.pipeline_schedules import Op, Timeline, bubble_fraction, check_runnable
+from batchlab.formulas.pipeline_schedules import Op, Timeline, check_runnable
 from batchlab.formulas.presets import GPTConfig, get_config
 from batchlab.measure.device import accelerator_module, select_device, synchronize
-from batchlab.measure.model import next_token_loss
-from batchlab.measure.pipeline_local import pipeline_batch, split_model
+from batchlab.measure.model import GPT, next_token_loss
+from batchlab.measure.pipeline_local import check_no_dropout, check_stage_batch, pipeline_batch, split_model
 
 try:  # torch ≥ 2.4; imported here so that forked ranks start without importing it again
     import torch.distributed as dist
@@ -71,7 +50,8 @@ except ImportError:  # pragma: no cover - old torch, or a build without torch.di
     dist = None
     PipelineStage = Schedule1F1B = ScheduleGPipe = None
 
-__all__ = ["BACKENDS", "free_port", "run_pipeline_distributed", "main"]
+__all__ = ["BACKENDS", "require_pipelining", "one_thread", "rank_device", "run_rank", "merge_ranks", "free_port",
+           "run_pipeline_distributed"]
 
 # The collective library of each device type; ``backend=`` overrides it.
 BACKENDS: dict[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
@@ -81,13 +61,13 @@ BACKENDS: dict[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
 # ---------------------------------------------------------------------------
 
 
-def _require_pipelining() -> None:
+def require_pipelining() -> None:
     if PipelineStage is None or dist is None or not dist.is_available():
         raise RuntimeError(f"torch {torch.__version__} 没有 torch.distributed.pipelining（需要 torch ≥ 2.4，"
                            "且带 torch.distributed 编译）")
 
 
-def _one_thread() -> None:
+def one_thread() -> None:
     """First thing in every rank: one intra-op thread (several ranks share the cores; and a forked
     child whose parent already ran OpenMP work can hang with more than one)."""
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -95,7 +75,7 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _rank_device(kind: str, local_rank: int) -> torch.device:
+def rank_device(kind: str, local_rank: int) -> torch.device:
     if kind == "cpu":
         return torch.device("cpu")
     device = select_device(f"{kind}:{local_rank}")  # imports torch_npu for npu, checks the card exists
@@ -103,7 +83,7 @@ def _rank_device(kind: str, local_rank: int) -> torch.device:
     return device
 
 
-def _run_rank(rank: int, world: int, config: GPTConfig, num_microbatches: int, micro_batch_size: int,
+def run_rank(rank: int, world: int, config: GPTConfig, num_microbatches: int, micro_batch_size: int,
               seq_len: int, schedule: str, steps: int, seed: int, device: torch.device,
               method: str = "uniform") -> dict[str, Any]:
     """The work of one rank, once its process group is up: build the seeded GPT, keep stage ``rank``,
@@ -162,14 +142,14 @@ def _worker(rank: int, world: int, port: int, kind: str, backend: str, config: G
             seed: int, method: str, timeout: float, out_dir: str) -> None:
     """One rank started by :func:`run_pipeline_distributed`: results to ``out_dir/rank{rank}.pt``, a
     traceback to ``out_dir/rank{rank}.err`` on failure (and a non-zero exit code)."""
-    _one_thread()
+    one_thread()
     try:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                           WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
-        device = _rank_device(kind, rank)
+        device = rank_device(kind, rank)
         dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout))
         try:
-            result = _run_rank(rank, world, config, num_microbatches, micro_batch_size, seq_len, schedule,
+            result = run_rank(rank, world, config, num_microbatches, micro_batch_size, seq_len, schedule,
                                steps, seed, device, method)
         finally:
             dist.destroy_process_group()
@@ -181,6 +161,7 @@ def _worker(rank: int, world: int, port: int, kind: str, backend: str, config: G
 
 
 def free_port() -> int:
+    """A TCP port nothing listens on now (the OS picks it; concurrent callers get different ones)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -189,7 +170,7 @@ def free_port() -> int:
 @contextmanager
 def _child_environment() -> Iterator[None]:
     """Thread settings that a spawned child must find in its environment (a forked one also sets them
-    itself, in :func:`_one_thread`); the parent's environment is restored afterwards."""
+    itself, in :func:`one_thread`); the parent's environment is restored afterwards."""
     wanted = {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     saved = {key: os.environ.get(key) for key in wanted}
     os.environ.update(wanted)
@@ -203,7 +184,7 @@ def _child_environment() -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _merge(results: list[dict[str, Any]], schedule: str, num_microbatches: int,
+def merge_ranks(results: list[dict[str, Any]], schedule: str, num_microbatches: int,
            align: str = "clock") -> dict[str, Any]:
     """The ranks' results as one: the last timed step's timeline (seconds after its earliest op), the
     gradients summed over ranks where a name appears twice (the tied ``wte.weight``), step times.
@@ -280,15 +261,15 @@ def run_pipeline_distributed(
     Every process is joined, or terminated, before this returns or raises; a rank's exception is raised
     here as a RuntimeError carrying its traceback.
     """
-    _require_pipelining()
+    require_pipelining()
     config = _resolve_config(config)
     check_runnable(schedule, pipeline_stages, num_microbatches)
     p, m = pipeline_stages, num_microbatches
     partition_layers(config, p, method)  # checks p ≤ n_layer here, not in p processes
-    _check_dropout(config)
+    check_no_dropout(config)
     whole("steps", steps)
     whole("seed", seed, minimum=0)
-    _check_batch(config, m, micro_batch_size, seq_len)
+    check_stage_batch(config, m, micro_batch_size, seq_len)
     timeout = positive("timeout", timeout)
     one_of("start_method", start_method, multiprocessing.get_all_start_methods())
     kind = select_device(device).type
@@ -342,98 +323,6 @@ def run_pipeline_distributed(
                     proc.kill()
                     proc.join()
                 proc.close()
-    merged = _merge(results, schedule, m)
+    merged = merge_ranks(results, schedule, m)
     merged["start_seconds"] = max(r["ready"] for r in results) - launched
     return merged
-
-
-# ---------------------------------------------------------------------------
-# Command line (torchrun or not)
-# ---------------------------------------------------------------------------
-
-
-def _summary(result: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    timeline = result["timeline"]
-    p = timeline.pipeline_stages
-    busy = [sum(op.end - op.start for op in timeline.ops if op.stage == s) for s in range(p)]
-    return {
-        "schedule": args.schedule, "stages": p, "micro_batches": timeline.num_microbatches,
-        "micro_batch_size": args.micro_batch_size, "seq_len": args.seq_len,
-        "loss": result.get("loss"), "idle_fraction": timeline.idle_fraction,
-        "bubble_formula": bubble_fraction(p, timeline.num_microbatches),
-        "makespan_seconds": timeline.makespan, "busy_seconds_per_stage": busy,
-        "step_seconds": result["step_seconds"], "warmup_seconds": result.get("warmup_seconds"),
-        "start_seconds": result.get("start_seconds"),
-    }
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m batchlab.measure.pipeline_distributed",
-        description="流水线并行实测：每个进程一段（torch.distributed.pipelining）。"
-                    "由 torchrun 启动时每卡一个进程，否则自行启动 --stages 个进程。")
-    parser.add_argument("--stages", type=int, default=None, help="流水线阶段数 p（torchrun 下默认为进程总数）")
-    parser.add_argument("--micro-batches", type=int, default=8, help="微批次数 m")
-    parser.add_argument("--micro-batch-size", type=int, default=4, help="每个微批的序列数 b")
-    parser.add_argument("--seq-len", type=int, default=32)
-    parser.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b")
-    parser.add_argument("--steps", type=int, default=2, help="预热一步之后计时的步数")
-    parser.add_argument("--model", default="tiny", help="预设模型名：tiny, pico, gpt2, ...")
-    parser.add_argument("--n-layer", type=int, default=None, help="覆盖预设的层数（须 ≥ 段数）")
-    parser.add_argument("--d-model", type=int, default=None, help="覆盖预设的宽度")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default=None, help="cpu, cuda, npu（默认自动选择）")
-    parser.add_argument("--backend", default=None, help="默认：gloo（cpu）、nccl（cuda）、hccl（npu）")
-    parser.add_argument("--start-method", default="fork", help="不用 torchrun 时启动子进程的方式")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m batchlab.measure.pipeline_distributed``: under ``torchrun`` (``RANK`` set) this process is one
-    rank, one stage; otherwise it starts the ranks itself. Rank 0 (or the launcher) prints a JSON
-    summary: idle share of the last step against (p − 1)/(m + p − 1), step and start-up seconds."""
-    args = _parser().parse_args(argv)
-    overrides = {key: value for key, value in (("n_layer", args.n_layer), ("d_model", args.d_model))
-                 if value is not None}
-    config = get_config(args.model, **overrides)
-    if "RANK" not in os.environ:  # not under torchrun: start the ranks here
-        device = args.device or "cpu"
-        result = run_pipeline_distributed(config, args.stages or 2, args.micro_batches, args.micro_batch_size,
-                                          args.seq_len, args.schedule, args.steps, args.seed, args.backend,
-                                          args.start_method if device == "cpu" else "spawn", device=device)
-        print(json.dumps(_summary(result, args), ensure_ascii=False, indent=1))
-        return 0
-
-    _require_pipelining()
-    _one_thread()
-    launched = time.perf_counter()
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    if args.stages is not None and args.stages != world:
-        raise SystemExit(f"--stages = {args.stages}：必须等于进程总数 WORLD_SIZE = {world}（每个进程一段）")
-    check_runnable(args.schedule, world, args.micro_batches)
-    kind = select_device(args.device).type
-    device = _rank_device(kind, local_rank)
-    backend = args.backend or BACKENDS[kind]
-    dist.init_process_group(backend)
-    try:
-        result = _run_rank(rank, world, config, args.micro_batches, args.micro_batch_size, args.seq_len,
-                           args.schedule, whole("steps", args.steps), args.seed, device)
-        result["ready"] -= launched  # seconds since this process started its work
-        result.pop("grads")  # too large to gather in general; the summary does not need them
-        gathered = [None] * world if rank == 0 else None
-        dist.gather_object(result, gathered, dst=0)
-    finally:
-        dist.destroy_process_group()
-    if rank == 0:
-        one_host = int(os.environ.get("LOCAL_WORLD_SIZE", world)) == world
-        for r in gathered:
-            r["grads"] = {}
-        merged = _merge(gathered, args.schedule, args.micro_batches, align="clock" if one_host else "barrier")
-        merged["start_seconds"] = max(r["ready"] for r in gathered)
-        print(json.dumps(_summary(merged, args), ensure_ascii=False, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

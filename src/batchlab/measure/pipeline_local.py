@@ -32,7 +32,7 @@ from batchlab.measure.data import make_corpus
 from batchlab.measure.device import as_device, synchronize
 from batchlab.measure.model import GPT, next_token_loss
 
-__all__ = ["StageModule", "split_model", "pipeline_batch", "run_pipeline_local"]
+__all__ = ["StageModule", "split_model", "pipeline_batch", "check_stage_batch", "check_no_dropout", "run_pipeline_local"]
 
 
 # ---------------------------------------------------------------------------
@@ -106,17 +106,19 @@ def pipeline_batch(config: GPTConfig, num_microbatches: int, micro_batch_size: i
                    seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """The global batch (m × b sequences of ``seq_len`` tokens) the pipelines of this module train on:
     ``(inputs, targets)`` from :func:`batchlab.measure.data.make_corpus`, the same on every rank."""
-    m, b = _check_batch(config, num_microbatches, micro_batch_size, seq_len)
+    m, b = check_stage_batch(config, num_microbatches, micro_batch_size, seq_len)
     data = make_corpus(m * b, seq_len, vocab_size=config.vocab_size, seed=seed)
     return data.inputs, data.targets
 
 
-def _check_batch(config: GPTConfig, num_microbatches: int, micro_batch_size: int, seq_len: int) -> tuple[int, int]:
+def check_stage_batch(config: GPTConfig, num_microbatches: int, micro_batch_size: int, seq_len: int) -> tuple[int, int]:
+    """(m, b) if ``seq_len`` fits the model and both counts are whole; else ValueError (both runtimes)."""
     check_seq_len(config, seq_len)
     return whole("num_microbatches", num_microbatches), whole("micro_batch_size", micro_batch_size)
 
 
-def _check_dropout(config: GPTConfig) -> None:
+def check_no_dropout(config: GPTConfig) -> None:
+    """ValueError unless ``config``'s dropout is 0 (both runtimes compare gradients with accumulation)."""
     if config.dropout != 0:
         raise ValueError(f"dropout = {config.dropout!r}：流水线运行要求 dropout = 0"
                          "（各段的随机数与单进程不同，梯度就无法和梯度累积逐一比对）")
@@ -161,7 +163,7 @@ def run_pipeline_local(
     check_runnable(schedule, pipeline_stages, num_microbatches)
     p, m = pipeline_stages, num_microbatches
     stages = split_model(model, p, method)
-    _check_dropout(model.config)
+    check_no_dropout(model.config)
     if inputs.shape != targets.shape or inputs.dim() != 2:
         raise ValueError(f"inputs {tuple(inputs.shape)} 与 targets {tuple(targets.shape)}：必须是形状相同的 [batch, seq]")
     divides("batch", inputs.shape[0], "num_microbatches", m)

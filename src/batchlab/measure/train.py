@@ -19,11 +19,11 @@ from typing import Callable, Iterable, Literal
 import torch
 from torch import nn
 
-from batchlab.measure.model import LossFn, next_token_loss
 from batchlab.formulas.checks import at_most, divides, positive as _positive, whole as _whole
-from batchlab.formulas.scaling import batch_size_at, lr_schedule, scale_lr
+from batchlab.formulas.scaling import batch_size_at, lr_schedule
+from batchlab.measure.model import LossFn, next_token_loss
 
-__all__ = ["lr_schedule", "scale_lr", "steps_to_target", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
+__all__ = ["STEPS_TO_TARGET_RTOL", "steps_to_target", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
 
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adamw", "lamb")
 OptimizerFactory = Callable[[Iterable[nn.Parameter], float], torch.optim.Optimizer]
@@ -208,15 +208,23 @@ def train(
     return history
 
 
-def steps_to_target(history: History, target: float) -> int | None:
-    """First evaluated step whose eval loss is at most ``target`` (None if the run never got there).
+STEPS_TO_TARGET_RTOL = 1e-5
+"""Relative slack of "reached the target": float32 runs that are equal in exact arithmetic (a batch and
+its accumulated micro-batches, 4.6) differ by about 1e-7, and which side of a shared target they land on
+depends on the CPU's rounding, not on the training."""
+
+
+def steps_to_target(history: History, target: float, rtol: float = STEPS_TO_TARGET_RTOL) -> int | None:
+    """First evaluated step whose eval loss is at most ``target`` × (1 + ``rtol``) (None if the run never
+    got there).
 
     Multiply by the run's batch size for the samples it took: the two axes of McCandlish et al.'s
     steps-versus-samples trade-off.
     """
     if not history.eval_loss:
         raise ValueError("history 没有验证损失：训练时给出 eval_data 才能测到达目标所需的步数")
-    return next((s for s, loss in zip(history.eval_step, history.eval_loss) if loss <= target), None)
+    bound = target * (1 + rtol)
+    return next((s for s, loss in zip(history.eval_step, history.eval_loss) if loss <= bound), None)
 
 
 def sweep(configs: list[dict], *, progress: bool = False, **common) -> list[History]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from batchlab.formulas.roofline import arithmetic_intensity, roofline_flops
 from batchlab.formulas.precision import element_bytes
+from batchlab.formulas.roofline import arithmetic_intensity, roofline_flops
 from batchlab.ui.style import PALETTE, new_axes
 
 if TYPE_CHECKING:

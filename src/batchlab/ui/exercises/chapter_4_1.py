@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 
 from batchlab.formulas.batching import plan_batch
-from batchlab.lecture.case import CASE_STUDY
-from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.formulas.noise import expected_sq_error
+from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.formulas.scaling import scale_lr
+from batchlab.lecture.case import CASE_STUDY
 from batchlab.ui.exercises.base import Exercise, nearest_choice
 
 __all__ = ["EXERCISES"]

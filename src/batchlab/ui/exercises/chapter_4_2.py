@@ -1,8 +1,8 @@
 """Exercises of chapter 4.2; answers are computed by batchlab when checked, never typed in."""
 from __future__ import annotations
 
-from batchlab.formulas.scaling import samples_over_min, scale_lr, steps_over_min
 from batchlab.formulas.batching import plan_batch
+from batchlab.formulas.scaling import samples_over_min, scale_lr, steps_over_min
 from batchlab.ui.exercises.base import Exercise, nearest_choice
 
 __all__ = ["EXERCISES"]

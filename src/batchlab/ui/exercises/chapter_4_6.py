@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from batchlab.formulas.batching import token_weights
-from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.formulas.comm import allreduce_bytes, step_communication
 from batchlab.formulas.effects import EFFECTS, MEMORY_EFFECT, batch_effects, effect_ratios
 from batchlab.formulas.roofline import DEVICE_PRESETS
 from batchlab.formulas.scaling import scale_lr
+from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.lecture.verdicts import unchanged
 from batchlab.ui.exercises.base import Exercise
 

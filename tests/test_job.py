@@ -1,0 +1,185 @@
+"""The job record: validated once when it is made, each rule's wording in one place, handed whole to
+the formulas — which check nothing again (counted while tune runs on the lecture's case)."""
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from batchlab.formulas import checks, partition
+from batchlab.formulas.job import Job
+from batchlab.formulas.presets import get_config
+from batchlab.formulas.roofline import DEVICE_PRESETS
+from batchlab.formulas.tune import tune
+from batchlab.lecture.case import CASE_STUDY
+
+CASE = CASE_STUDY.job
+XL = get_config("gpt2-xl")
+LOW = DEVICE_PRESETS["ascend-910b"].curve(XL, "low")
+HIGH = DEVICE_PRESETS["ascend-910b"].curve(XL, "high")
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(seq_len=2048), "seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"),
+    (dict(seq_len=0), "seq_len = 0：必须是 ≥ 1 的整数"),
+    (dict(global_batch=63), "global_batch = 63 不能被 micro_batch_size × data_parallel = 2 × 2 = 4 整除"),
+    (dict(micro_batch_size=16), "1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4"),
+    (dict(pipeline_stages=49), "pipeline_stages = 49 超过了 gpt2-xl 的层数 n_layer = 48"),
+    (dict(schedule="zb"), "schedule = 'zb'：只能取"),
+    (dict(recompute=True), "recompute = True：只能取 'none', 'selective', 'full' 之一"),
+    (dict(precision="fp8"), "precision = 'fp8'：只能取"),
+    (dict(optimizer="lion"), "optimizer = 'lion'：只能取"),
+    (dict(zero1="yes"), "zero1 = 'yes'：只能取"),
+    (dict(attention="flash"), "attention = 'flash'：只能取"),
+    (dict(device_memory_gib=0), "device_memory_gib = 0：必须是有限的正数"),
+    (dict(model="gpt2-xl"), "model = 'gpt2-xl'：必须是 GPTConfig"),
+])
+def test_a_job_is_refused_with_the_rule_it_breaks(changes, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        replace(CASE, **changes)
+
+
+def test_what_a_job_derives():
+    assert (CASE.num_microbatches, CASE.devices, CASE.tokens_per_microbatch) == (16, 8, 2048)
+    assert CASE.in_flight_microbatches == (4, 3, 2, 1)
+    assert [s.num_layers for s in CASE.stages] == [12] * 4
+    assert CASE.precision == "bf16-mixed" and Job(get_config("tiny"), 64, 8, 8).precision == "fp32"
+    assert CASE.read_grad_accum(4).grad_accum_reading == "pipeline_fills"
+    # a variant is a new record; equality is by the chosen fields only
+    assert replace(CASE, micro_batch_size=4) == CASE_STUDY_TUNED_JOB and replace(CASE, micro_batch_size=4) != CASE
+
+
+CASE_STUDY_TUNED_JOB = replace(CASE, micro_batch_size=4)
+
+
+class CallCounter:
+    """Counts calls of the argument checks and of the layer partition, and of ``Job.__post_init__``,
+    telling apart the checks made while a job is being made from all others (sys.setprofile)."""
+
+    def __init__(self) -> None:
+        self.watched = {f.__code__: f.__name__ for f in (checks.whole, checks.positive, checks.nonnegative,
+                                                         checks.fraction, checks.one_of, checks.at_most,
+                                                         checks.divides, partition.partition_layers)}
+        self.post_init = Job.__post_init__.__code__
+        self.depth = 0
+        self.jobs_made = 0
+        self.inside: dict[str, int] = {}
+        self.outside: dict[str, int] = {}
+
+    def __call__(self, frame, event, arg):
+        code = frame.f_code
+        if code is self.post_init:
+            if event == "call":
+                self.depth += 1
+                self.jobs_made += 1
+            elif event == "return":
+                self.depth -= 1
+        elif event == "call" and code in self.watched:
+            counts = self.inside if self.depth else self.outside
+            counts[self.watched[code]] = counts.get(self.watched[code], 0) + 1
+
+    def __enter__(self) -> "CallCounter":
+        sys.setprofile(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(None)
+
+
+def test_tune_validates_each_job_once_and_the_formulas_check_nothing():
+    """One tune() on the lecture's case: the case's job is not validated again (it was, once, when it
+    was made); each candidate job — one per micro-batch size — is validated once, when replace() makes
+    it; no formula re-checks a value or re-partitions the layers."""
+    with CallCounter() as counter:
+        result = tune(CASE, LOW)
+    assert counter.outside == {}
+    assert counter.jobs_made == len(result["candidates"]) == 4
+    with CallCounter() as one:
+        replace(CASE, micro_batch_size=1)
+    assert one.jobs_made == 1 and one.inside["partition_layers"] == 1
+    # everything checked during tune was checked while making those candidates, as many times as for one
+    assert counter.inside == {name: n * counter.jobs_made for name, n in one.inside.items()}
+
+
+def test_the_counter_sees_a_formula_that_re_checks(monkeypatch):
+    """The count above can fail: a memory model that re-validated its job would show up outside."""
+    from batchlab.formulas import memory, tune as tune_module
+
+    real = memory.stage_memory
+
+    def revalidating(job):
+        checks.one_of("schedule", job.schedule, ("gpipe", "1f1b"))
+        return real(job)
+
+    monkeypatch.setattr(tune_module, "stage_memory", revalidating)
+    with CallCounter() as counter:
+        tune(CASE, LOW)
+    assert counter.outside == {"one_of": 4}
+
+
+# What tune() returned on the lecture's case before the job record (commit 163e578, the 910B preset's
+# low and high ends): (micro, m, bubble, peak memory fraction, fits, tokens/s, matmul efficiency).
+BEFORE = {
+    "low": ([(1, 32, 0.085714, 0.178235, True, 142002.7, 0.888889), (2, 16, 0.157895, 0.251478, True, 147141.0, 1.0),
+             (4, 8, 0.272727, 0.397963, True, 127076.3, 1.0), (8, 4, 0.428571, 0.690934, True, 99845.7, 1.0)], 2),
+    "high": ([(1, 32, 0.085714, 0.178235, True, 234637.3, 1.0), (2, 16, 0.157895, 0.251478, True, 216113.3, 1.0),
+              (4, 8, 0.272727, 0.397963, True, 186643.3, 1.0), (8, 4, 0.428571, 0.690934, True, 146648.3, 1.0)], 1),
+}
+
+
+@pytest.mark.parametrize("end", ["low", "high"])
+def test_tune_returns_the_same_candidates_as_before(end):
+    result = tune(CASE, {"low": LOW, "high": HIGH}[end])
+    rows, recommended = BEFORE[end]
+    got = [(c["micro_batch_size"], c["num_microbatches"], c["bubble_fraction"], c["peak_memory_fraction"], c["fits"],
+            c["tokens_per_second"], c["matmul_efficiency"]) for c in result["candidates"]]
+    assert [g[:2] + (g[4],) for g in got] == [r[:2] + (r[4],) for r in rows]
+    for g, r in zip(got, rows):
+        assert g[2:4] + g[5:] == pytest.approx(r[2:4] + r[5:], abs=1e-6, rel=1e-6)
+    assert result["recommended"]["micro_batch_size"] == recommended
+
+
+@pytest.mark.parametrize("gib, suggestion, change", [
+    (8, "用 full 重计算后微批次大小 2 放得下", {"recompute": "full"}),
+    (4, "用 full 重计算并把流水线阶段数从 4 增大到 12（设备数 24）后微批次大小 2 放得下",
+     {"recompute": "full", "pipeline_stages": 12}),
+    (2, "重计算和更多流水线阶段（到 n_layer = 48）都不够：需要更大的显存、ZeRO-1、更低的精度或更短的序列", None),
+])
+def test_tune_suggests_as_before_when_nothing_fits(gib, suggestion, change):
+    result = tune(replace(CASE, device_memory_gib=gib), LOW)
+    assert (result["recommended"], result["suggestion"], result["suggested_change"]) == (None, suggestion, change)
+
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "batchlab"
+
+
+def _files_saying(text: str) -> list[str]:
+    return sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if text in p.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("text, home", [
+    ("的 n_positions = ", ["formulas/presets.py"]),                  # the sequence-length rule's wording
+    ("cross_entropy(", ["measure/model.py"]),                        # one next-token loss
+    ('"float32": 4', ["formulas/precision.py"]),                     # one bytes-per-element table
+    ("BACKWARD_PER_FORWARD = ", ["formulas/pipeline_schedules.py"]),  # the backward/forward cost ratio
+    ("self.pipeline_stages * self.data_parallel", ["formulas/batching.py"]),  # devices = p · d
+    ("* model_flops_per_token(", ["formulas/throughput.py"]),        # MFU
+])
+def test_each_rule_is_written_in_one_place(text, home):
+    assert _files_saying(text) == home
+
+
+def test_a_device_curve_is_one_call():
+    """What the notebooks call for the 910B's roofline rate curve: the preset's own ends."""
+    from batchlab.formulas.roofline import roofline_curve
+
+    npu = DEVICE_PRESETS["ascend-910b"]
+    for end, i in (("low", 0), ("high", 1)):
+        by_hand = roofline_curve(XL, npu.peak_flops[i], npu.memory_bandwidth[i])
+        curve = npu.curve(XL, end)
+        assert (curve.rows, curve.flops_per_second) == (by_hand.rows, by_hand.flops_per_second)
+    assert npu.curve(XL, "low").name == "Ascend 910B 屋顶线（低端）"
+    with pytest.raises(ValueError, match="end = 'mid'"):
+        npu.curve(XL, "mid")
