@@ -4,10 +4,10 @@ from dataclasses import replace
 
 import pytest
 
-from batchlab.lecture.audit import audit_case, memory_can_drop, memory_grid, matching_settings, modelled_speedup
-from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import mfu
+from batchlab.lecture.audit import audit_case, memory_can_drop, memory_grid, matching_settings, modelled_speedup
+from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 
 FLAT = {"flat": RateCurve((1, 10**6), (1e14, 1e14), "flat")}
 PEAKS = (256e12, 376e12)

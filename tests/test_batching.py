@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from batchlab.formulas.batching import plan_batch
-from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.formulas.pipeline_schedules import bubble_fraction
+from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 
 pos = st.integers(min_value=1, max_value=64)
 

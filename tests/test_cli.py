@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from batchlab.lecture.case import CASE_STUDY
 from batchlab.apps.cli import main
 from batchlab.formulas.presets import PUBLISHED_PARAMS
+from batchlab.lecture.case import CASE_STUDY
 
 CASE = ["plan", "--model", CASE_STUDY.job.model.name, "--seq-len", str(CASE_STUDY.job.seq_len),
         "--global-batch", str(CASE_STUDY.job.global_batch), "--pipeline-stages", str(CASE_STUDY.job.pipeline_stages),

@@ -10,12 +10,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import same_color  # noqa: E402
 
-from batchlab.lecture.case import CASE_STUDY  # noqa: E402
 from batchlab.formulas.job import DEVICE_MEMORY_GIB, GIB, RECOMPUTE_MODES, Job  # noqa: E402
 from batchlab.formulas.memory import stage_memory  # noqa: E402
-from batchlab.formulas.precision import PRECISIONS, default_precision  # noqa: E402
 from batchlab.formulas.pipeline_schedules import SCHEDULES  # noqa: E402
+from batchlab.formulas.precision import PRECISIONS, default_precision  # noqa: E402
 from batchlab.formulas.presets import get_config  # noqa: E402
+from batchlab.lecture.case import CASE_STUDY  # noqa: E402
 from batchlab.ui import memory as memory_ui, style  # noqa: E402
 from batchlab.ui.memory import MemoryExplorer, plot_stage_memory  # noqa: E402
 

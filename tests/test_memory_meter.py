@@ -5,10 +5,10 @@ import torch
 
 from batchlab.formulas.job import Job
 from batchlab.formulas.memory import stage_activation_bytes
+from batchlab.formulas.partition import partition_layers
+from batchlab.formulas.presets import get_config
 from batchlab.measure.memory import find_micro_batch, is_out_of_memory, saved_activation_bytes, step_peak
 from batchlab.measure.model import GPT, next_token_loss
-from batchlab.formulas.presets import get_config
-from batchlab.formulas.partition import partition_layers
 
 TINY = get_config("tiny")
 

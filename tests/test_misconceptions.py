@@ -17,16 +17,16 @@ from batchlab.measure.model import IGNORE_INDEX
 from batchlab.measure.accumulation import (BatchNormLM, batch_gradients, mask_after, random_lengths,
                                    relative_gap)
 from batchlab.formulas.batching import token_weights
-from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.formulas.comm import allreduce_bytes, p2p_bytes, p2p_messages, step_communication
 from batchlab.formulas.job import Job
+from batchlab.formulas.presets import get_config
+from batchlab.formulas.scaling import batch_size_at
+from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
+from batchlab.lecture.verdicts import best_rate_grows, only_memory_moves, same_update, unchanged
 from batchlab.measure.data import make_corpus
 from batchlab.measure.model import GPT
-from batchlab.formulas.presets import get_config
 from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local
-from batchlab.formulas.scaling import batch_size_at
 from batchlab.measure.train import train
-from batchlab.lecture.verdicts import best_rate_grows, only_memory_moves, same_update, unchanged
 
 PICO = get_config("pico")
 

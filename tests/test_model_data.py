@@ -1,9 +1,9 @@
 import pytest
 import torch
 
+from batchlab.formulas.presets import PRESETS, PUBLISHED_PARAMS, GPTConfig, count_params, get_config
 from batchlab.measure.data import make_corpus, markov_source
 from batchlab.measure.model import GPT
-from batchlab.formulas.presets import PRESETS, PUBLISHED_PARAMS, GPTConfig, count_params, get_config
 
 
 @pytest.mark.parametrize("name", list(PUBLISHED_PARAMS))

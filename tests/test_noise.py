@@ -1,10 +1,10 @@
 import pytest
 import torch
 
+from batchlab.formulas.noise import expected_sq_error
+from batchlab.formulas.presets import get_config
 from batchlab.measure.data import make_corpus
 from batchlab.measure.model import GPT
-from batchlab.formulas.presets import get_config
-from batchlab.formulas.noise import expected_sq_error
 from batchlab.measure.noise import gradient_trace_cov, minibatch_error, per_sample_grads
 
 

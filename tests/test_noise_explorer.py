@@ -8,12 +8,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from batchlab.ui import noise as noise_ui, style  # noqa: E402
+from batchlab.formulas.presets import get_config
+from batchlab.formulas.scaling import scale_lr  # noqa: E402
 from batchlab.measure.data import make_corpus  # noqa: E402
 from batchlab.measure.model import GPT  # noqa: E402
-from batchlab.formulas.presets import get_config
 from batchlab.measure.noise import gradient_cloud, minibatch_error, per_sample_grads  # noqa: E402
-from batchlab.formulas.scaling import scale_lr  # noqa: E402
+from batchlab.ui import noise as noise_ui, style  # noqa: E402
 from batchlab.ui.noise import NoiseExplorer  # noqa: E402
 
 SIZES = [1, 2, 4, 8, 16, 32, 64]

@@ -3,9 +3,9 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from batchlab.measure.model import GPT
 from batchlab.formulas.partition import partition_layers
 from batchlab.formulas.presets import PUBLISHED_PARAMS, count_params, get_config
+from batchlab.measure.model import GPT
 
 SMALL = st.builds(lambda layers, width, tied: get_config("tiny", n_layer=layers, d_model=width, tie_embeddings=tied),
                   st.integers(1, 24), st.sampled_from([8, 16, 64]), st.booleans())

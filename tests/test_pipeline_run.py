@@ -12,12 +12,12 @@ import pytest
 import torch
 
 import batchlab.measure.pipeline_distributed as pipeline_distributed
+from batchlab.formulas.pipeline_schedules import in_flight_microbatches
+from batchlab.formulas.presets import get_config
 from batchlab.measure import pipeline_torchrun
 from batchlab.measure.model import GPT
-from batchlab.formulas.presets import get_config
-from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local, split_model
 from batchlab.measure.pipeline_distributed import run_pipeline_distributed
-from batchlab.formulas.pipeline_schedules import in_flight_microbatches
+from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local, split_model
 
 CONFIG = get_config("tiny", n_layer=4)
 

@@ -5,8 +5,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from batchlab.ui import convergence, noise as noise_ui, pipeline, style  # noqa: E402
 from batchlab.formulas.pipeline_schedules import pipeline_timeline  # noqa: E402
+from batchlab.ui import convergence, noise as noise_ui, pipeline, style  # noqa: E402
 
 
 def test_setup_finds_the_installed_cjk_font():

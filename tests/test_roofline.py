@@ -7,8 +7,9 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.formulas.roofline import (DEVICE_PRESETS, ELEMENT_BYTES, DevicePeak, arithmetic_intensity, element_bytes,
-                               matmul_bytes, matmul_flops, ridge_point, roofline_flops, tokens_per_matmul)
+from batchlab.formulas.precision import ELEMENT_BYTES, element_bytes
+from batchlab.formulas.roofline import (DEVICE_PRESETS, DevicePeak, arithmetic_intensity, matmul_bytes, matmul_flops,
+                                        ridge_point, roofline_flops, tokens_per_matmul)
 
 
 def test_flops_bytes_and_intensity_by_hand():

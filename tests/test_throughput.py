@@ -8,8 +8,8 @@ from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.formulas.presets import get_config
 from batchlab.formulas.roofline import RateCurve
-from batchlab.formulas.tune import tune
 from batchlab.formulas.throughput import layer_forward_flops, model_flops_per_token, model_step
+from batchlab.formulas.tune import tune
 
 XL = get_config("gpt2-xl")
 # gpt2-xl, s = 1024, global batch 64, micro-batch 2, 4 stages × 2 replicas (the case study's job)

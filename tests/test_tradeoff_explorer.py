@@ -9,10 +9,10 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from batchlab.lecture.case import CASE_STUDY  # noqa: E402
 from batchlab.formulas.roofline import RateCurve  # noqa: E402
 from batchlab.formulas.throughput import model_step  # noqa: E402
 from batchlab.formulas.tune import tune  # noqa: E402
+from batchlab.lecture.case import CASE_STUDY  # noqa: E402
 from batchlab.ui import style  # noqa: E402
 from batchlab.ui.pipeline import TradeoffExplorer  # noqa: E402
 

@@ -4,12 +4,12 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from batchlab.formulas.presets import get_config
+from batchlab.formulas.scaling import lr_schedule, scale_lr
 from batchlab.measure.data import make_corpus
 from batchlab.measure.model import GPT
-from batchlab.formulas.presets import get_config
 from batchlab.measure.optim import Lamb
 from batchlab.measure.train import History, evaluate, sweep, train
-from batchlab.formulas.scaling import lr_schedule, scale_lr
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from batchlab.lecture.case import CASE_STUDY
 from batchlab.apps.cli import main
 from batchlab.formulas.job import Job
 from batchlab.formulas.memory import stage_memory
 from batchlab.formulas.presets import get_config
+from batchlab.lecture.case import CASE_STUDY
 from batchlab.formulas.roofline import (DEVICE_PRESETS, ROOFLINE_ROWS, RateCurve, arithmetic_intensity,
                                         roofline_curve, roofline_flops)
 from batchlab.formulas.throughput import model_step

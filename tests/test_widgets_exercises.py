@@ -1,7 +1,7 @@
 import pytest
 
-from batchlab.ui.exercises import EXERCISES, ask, check, expected, is_correct
 from batchlab.ui.batch import BatchCalculator
+from batchlab.ui.exercises import EXERCISES, ask, check, expected, is_correct
 
 
 def test_calculator_default_shows_case_study():

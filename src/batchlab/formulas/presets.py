@@ -50,7 +50,8 @@ PRESETS: dict[str, GPTConfig] = {
     "gpt2-xl": GPTConfig(n_layer=48, n_head=25, d_model=1600, vocab_size=50257, n_positions=1024, name="gpt2-xl"),
 }
 
-# Parameter counts of the released checkpoints (tied input/output embedding), for tests and prose.
+# Parameter counts of the released checkpoints (tied input/output embedding): the audit of 4.5 sets the
+# book's count beside them, and the tests hold count_params and the built model to them.
 PUBLISHED_PARAMS: dict[str, int] = {
     "gpt2": 124_439_808,
     "gpt2-medium": 354_823_168,

@@ -15,7 +15,7 @@ from batchlab.formulas.job import RECOMPUTE_MODES, Job
 from batchlab.formulas.memory import stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.precision import PRECISIONS
-from batchlab.formulas.presets import count_params
+from batchlab.formulas.presets import PUBLISHED_PARAMS, count_params
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import mfu, model_step
 from batchlab.lecture.case import CaseConfig
@@ -65,7 +65,9 @@ def audit_case(before: CaseConfig, after: CaseConfig, curves: dict[str, RateCurv
     """Every number of the case, recomputed; the verdict column is decided by each row's criterion."""
     rows = []
     params = count_params(before.job.model)
-    rows.append(AuditRow("模型参数量 1.5B", "1.5B", f"{params:,}", "与 1.5×10⁹ 相差不超过 5%",
+    released = PUBLISHED_PARAMS.get(before.job.model.name)
+    same = "，与发布的检查点相同" if params == released else ""
+    rows.append(AuditRow("模型参数量 1.5B", "1.5B", f"{params:,}{same}", "与 1.5×10⁹ 相差不超过 5%",
                          abs(params - 1.5e9) / 1.5e9 <= 0.05))
     for case, m_reported, bubble_reported in ((before, 16, 0.158), (after, 8, 0.273)):
         plan = case.plan()

@@ -4,8 +4,6 @@ run the device better", and the device's two roofs (compute and memory) for :mod
 * :func:`bench_matmul` — seconds and TFLOP/s per M, best of several samples, each sample calibrated to
   last at least ``min_seconds``; inputs and output are allocated once per shape, so only the matmul is
   timed. :func:`efficiency` turns the rows into fractions of the best rate.
-* :func:`bare_matmul_seconds` — the same matmul in a plain loop without the harness, to check that
-  the harness adds nothing.
 * :func:`measure_ceilings` — the best FLOP/s of a large square matmul and the bandwidth of a large
   tensor copy: this device's measured roofline and ridge point.
 
@@ -15,7 +13,6 @@ Timing goes through :mod:`batchlab.measure.device` (``timed_region``: device eve
 from __future__ import annotations
 
 import math
-import time
 from typing import Callable, Sequence
 
 import torch
@@ -25,7 +22,7 @@ from batchlab.formulas.precision import ELEMENT_BYTES
 from batchlab.formulas.roofline import matmul_flops, ridge_point
 from batchlab.measure.device import as_device, device_name, synchronize, timed_region
 
-__all__ = ["DTYPES", "DEFAULT_MS", "bench_matmul", "efficiency", "bare_matmul_seconds", "measure_ceilings"]
+__all__ = ["DTYPES", "DEFAULT_MS", "bench_matmul", "efficiency", "measure_ceilings"]
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEFAULT_MS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -147,31 +144,6 @@ def efficiency(results: Sequence[dict]) -> list[float]:
         raise ValueError("results = []：至少要有一行测量结果")
     best = max(positive("tflops", row["tflops"]) for row in results)
     return [row["tflops"] / best for row in results]
-
-
-def bare_matmul_seconds(m: int, k: int, n: int, dtype: str = "float32", device: torch.device | str | None = None,
-                        number: int = 10, repeats: int = 3) -> float:
-    """Seconds per ``torch.matmul(a, b)`` in a plain loop (new output each call, no calibration, no
-    ``timed_region``): the reference :func:`bench_matmul` must agree with. Best of ``repeats`` loops
-    of ``number`` calls, synchronised around each loop."""
-    m, k, n = whole("m", m), whole("k", k), whole("n", n)
-    number, repeats = whole("number", number), whole("repeats", repeats)
-    one_of("dtype", dtype, DTYPES)
-    device = as_device(device)
-    torch_dtype = _check_dtype_runs(dtype, device)
-    generator = torch.Generator().manual_seed(SEED)
-    a, b = _random((m, k), generator, torch_dtype, device), _random((k, n), generator, torch_dtype, device)
-    torch.matmul(a, b)
-    synchronize(device)
-    best = math.inf
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        for _ in range(number):
-            torch.matmul(a, b)
-        synchronize(device)
-        best = min(best, time.perf_counter() - start)
-    return best / number
 
 
 def measure_ceilings(device: torch.device | str | None = None, dtype: str = "float32", size: int = 2048,

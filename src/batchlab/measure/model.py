@@ -7,7 +7,7 @@ which allocates nothing.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Iterable
 
 import torch
 from torch import nn
@@ -18,7 +18,7 @@ from batchlab.formulas.checks import one_of
 from batchlab.formulas.job import RECOMPUTE_MODES
 from batchlab.formulas.presets import GPTConfig, check_seq_len
 
-__all__ = ["IGNORE_INDEX", "LossFn", "next_token_loss", "GPT", "BigramLM"]
+__all__ = ["IGNORE_INDEX", "LossFn", "next_token_loss", "run_blocks", "GPT", "BigramLM"]
 
 IGNORE_INDEX = -100
 """Targets equal to this are padding and count for nothing (``F.cross_entropy``'s default ``ignore_index``)."""
@@ -44,13 +44,13 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.d_model, config.d_model)
         self.attn_drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, recompute: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, recompute_scores: bool = False) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.c_attn(x).split(d, dim=2)
         q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
         # Selective recomputation (Korthikanti et al. 2022): keep q, k, v and redo the s×s part in the
         # backward pass instead of storing it.
-        y = checkpoint(self._attend, q, k, v, use_reentrant=False) if recompute else self._attend(q, k, v)
+        y = checkpoint(self._attend, q, k, v, use_reentrant=False) if recompute_scores else self._attend(q, k, v)
         return self.c_proj(y.transpose(1, 2).reshape(b, t, d))
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -84,9 +84,22 @@ class Block(nn.Module):
         self.mlp = MLP(config)
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, recompute_attention: bool = False) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.ln_1(x), recompute=recompute_attention))
+    def forward(self, x: torch.Tensor, recompute_scores: bool = False) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln_1(x), recompute_scores=recompute_scores))
         return x + self.drop(self.mlp(self.ln_2(x)))
+
+
+def run_blocks(blocks: Iterable[nn.Module], x: torch.Tensor, recompute: str) -> torch.Tensor:
+    """Transformer blocks in order under a recomputation mode (``RECOMPUTE_MODES``), for the whole GPT and
+    for a pipeline stage alike: ``"full"`` checkpoints each block, ``"selective"`` each block's attention
+    scores; only while gradients are recorded (nothing is saved otherwise)."""
+    training = torch.is_grad_enabled()
+    for block in blocks:
+        if recompute == "full" and training:
+            x = checkpoint(block, x, use_reentrant=False)
+        else:
+            x = block(x, recompute_scores=recompute == "selective" and training)
+    return x
 
 
 class GPT(nn.Module):
@@ -139,12 +152,7 @@ class GPT(nn.Module):
         t = check_seq_len(self.config, idx.shape[-1])
         pos = torch.arange(t, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
-        one_of("recompute", self.recompute, RECOMPUTE_MODES)
-        for block in self.blocks:
-            if self.recompute == "full" and torch.is_grad_enabled():
-                x = checkpoint(block, x, use_reentrant=False)
-            else:
-                x = block(x, recompute_attention=self.recompute == "selective" and torch.is_grad_enabled())
+        x = run_blocks(self.blocks, x, one_of("recompute", self.recompute, RECOMPUTE_MODES))
         head = self.wte.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(self.ln_f(x), head)
 

@@ -19,7 +19,7 @@ from batchlab.formulas.noise import expected_sq_error, finite_population_factor,
 from batchlab.measure.model import LossFn, next_token_loss
 
 __all__ = ["per_sample_grads", "gradient_trace_cov", "minibatch_error",
-           "noise_scale_simple", "noise_scale_two_batch", "noise_scale_from_batches", "gradient_cloud"]
+           "noise_scale_simple", "noise_scale_from_batches", "gradient_cloud"]
 
 
 
@@ -131,28 +131,6 @@ def noise_scale_simple(per_sample: torch.Tensor) -> float:
     if g_sq == 0.0:
         raise ValueError("‖G‖² = 0 (a stationary point): the noise scale tr(Σ)/‖G‖² is undefined")
     return gradient_trace_cov(per_sample) / g_sq
-
-
-def noise_scale_two_batch(
-    grad_small: torch.Tensor,
-    grad_big: torch.Tensor,
-    b_small: int,
-    b_big: int,
-    num_samples: int | None = None,
-) -> tuple[float, float, float]:
-    """(‖G‖², tr Σ, B_simple) from one gradient at batch ``b_small`` and one at ``b_big``
-    (:func:`batchlab.formulas.noise.two_batch_estimates` holds the algebra).
-
-    No per-sample gradients are needed: on data-parallel hardware ``grad_small`` is one replica's
-    gradient and ``grad_big`` the all-reduced one. With ``num_samples`` = N, batches are taken as
-    drawn without replacement from N samples, which keeps the estimates unbiased when B_big is not
-    small against N.
-    """
-    if grad_small.shape != grad_big.shape:
-        raise ValueError(f"grad_small {tuple(grad_small.shape)} 与 grad_big {tuple(grad_big.shape)} "
-                         "形状必须相同")
-    return two_batch_estimates(float(grad_small.double().pow(2).sum()), float(grad_big.double().pow(2).sum()),
-                               b_small, b_big, num_samples)
 
 
 def _flat_grad(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, loss_fn: LossFn) -> torch.Tensor:

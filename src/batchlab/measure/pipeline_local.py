@@ -22,7 +22,6 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.utils.checkpoint import checkpoint
 
 from batchlab.formulas.checks import divides, one_of, whole
 from batchlab.formulas.partition import PARTITION_METHODS, Stage, partition_layers
@@ -30,7 +29,7 @@ from batchlab.formulas.pipeline_schedules import Op, Timeline, check_runnable, s
 from batchlab.formulas.presets import GPTConfig, check_seq_len
 from batchlab.measure.data import make_corpus
 from batchlab.measure.device import as_device, synchronize
-from batchlab.measure.model import GPT, next_token_loss
+from batchlab.measure.model import GPT, next_token_loss, run_blocks
 
 __all__ = ["StageModule", "split_model", "pipeline_batch", "check_stage_batch", "check_no_dropout", "run_pipeline_local"]
 
@@ -70,11 +69,7 @@ class StageModule(nn.Module):
         if self.has_embedding:
             t = check_seq_len(self.config, x.shape[-1])
             x = self.drop(self.wte(x) + self.wpe(torch.arange(t, device=x.device)))
-        for block in self.blocks.values():  # as GPT.forward, recomputation included
-            if self.recompute == "full" and torch.is_grad_enabled():
-                x = checkpoint(block, x, use_reentrant=False)
-            else:
-                x = block(x, recompute_attention=self.recompute == "selective" and torch.is_grad_enabled())
+        x = run_blocks(self.blocks.values(), x, self.recompute)
         if not self.has_head:
             return x
         logits = F.linear(self.ln_f(x), self.wte.weight if self.tied else self.lm_head.weight)

@@ -16,9 +16,10 @@ processes, ``--nnodes`` × ``--nproc-per-node``::
       -m batchlab.measure.pipeline_torchrun --device npu \\
       --stages 16 --micro-batches 32 --n-layer 48
 
-Without ``torchrun`` (no ``RANK`` in the environment), ``python -m batchlab.measure.pipeline_torchrun ...`` starts
-the processes itself through :func:`~batchlab.measure.pipeline_distributed.run_pipeline_distributed`. Across servers, each machine's clock is
-its own, so the timeline is aligned on a barrier at the start of each step (good to a message's latency).
+Without ``torchrun`` (no ``RANK`` in the environment), ``python -m batchlab.measure.pipeline_torchrun ...``
+starts the processes itself through :func:`~batchlab.measure.pipeline_distributed.run_pipeline_distributed`.
+Across servers, each machine's clock is its own, so the timeline is aligned on a barrier at the start of
+each step (good to a message's latency).
 """
 from __future__ import annotations
 
@@ -29,12 +30,14 @@ import sys
 import time
 from typing import Any
 
+import torch.distributed as dist
+
 from batchlab.formulas.checks import whole
 from batchlab.formulas.pipeline_schedules import bubble_fraction, check_runnable
 from batchlab.formulas.presets import get_config
 from batchlab.measure.device import select_device
-from batchlab.measure.pipeline_distributed import (BACKENDS, dist, merge_ranks, one_thread, rank_device,
-                                                   require_pipelining, run_pipeline_distributed, run_rank)
+from batchlab.measure.pipeline_distributed import (BACKENDS, merge_ranks, one_thread, rank_device, require_pipelining,
+                                                   run_pipeline_distributed, run_rank)
 
 __all__ = ["main"]
 
