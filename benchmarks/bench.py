@@ -137,12 +137,11 @@ def bench_widgets() -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
+    from batchlab.formulas.presets import PRESETS, get_config
+    from batchlab.formulas.roofline import RateCurve
     from batchlab.measure.data import make_corpus
     from batchlab.measure.model import GPT
-    from batchlab.formulas.presets import get_config
     from batchlab.measure.noise import gradient_cloud, minibatch_error, per_sample_grads
-    from batchlab.formulas.presets import PRESETS
-    from batchlab.formulas.roofline import RateCurve
     from batchlab.ui import style
     from batchlab.ui.batch import BatchCalculator
     from batchlab.ui.memory import MemoryExplorer
