@@ -210,7 +210,7 @@ def test_command_line_without_torchrun(monkeypatch, capsys):
 @pytest.mark.slow
 def test_command_line_under_torchrun():
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "batchlab.measure.pipeline_local", "--stages", "2", "--micro-batches", "4", "--n-layer", "2",
+           "-m", "batchlab.measure.pipeline_torchrun", "--stages", "2", "--micro-batches", "4", "--n-layer", "2",
            "--seq-len", "8", "--schedule", "gpipe", "--device", "cpu"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
