@@ -17,6 +17,8 @@ have_cjk_font() {
 missing=()
 have_cjk_font || missing+=(fonts-noto-cjk)
 [ "$purpose" = test ] && ! command -v chromium >/dev/null 2>&1 && missing+=(chromium)
+# grade runs students' notebooks inside bubblewrap; the tests grade hostile submissions with it
+[ "$purpose" = test ] && ! command -v bwrap >/dev/null 2>&1 && missing+=(bubblewrap)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup-env: installing ${missing[*]} with apt-get"

@@ -1,10 +1,12 @@
-"""``python -m batchlab grade``: the verdict registry it reads, how it reads a class's files, the table,
-bad arguments, and (slow: one kernel per notebook) the exact rows for the fixtures in
-``tests/fixtures/grading/``: all correct, some wrong, an error cell, an endless loop, a truncated file."""
+"""``python -m batchlab grade``: the answers it reads, how it reads a class's files, the table, bad
+arguments, and (slow: one sandboxed kernel per notebook) the exact rows for the fixtures in
+``tests/fixtures/grading/``: all correct, some wrong, an error cell, an endless loop, a truncated file.
+Hostile submissions are in ``test_grade_hostile.py``."""
 from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from batchlab.apps.cli import main
-from batchlab.apps.grade import (OK, Grade, _status, asked_exercises, grade_notebook, grade_table, read_notebook,
-                            submissions)
-from batchlab.ui.exercises import check, expected, is_correct, results
+from batchlab.apps.grade import (OK, Grade, _judged, _status, _student, asked_exercises, check_csv_target,
+                                 grade_notebook, grade_table, read_notebook, submissions, write_csv)
+from batchlab.ui.exercises import answers, check, expected, is_correct, judge
 
 FIXTURES = Path(__file__).parent / "fixtures" / "grading"
 HEADERS = ["学生", "4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6", "总分", "状态"]
@@ -29,27 +31,43 @@ ROWS = [
 ]
 
 
-# ── the registry: the grade is the verdict the student saw ────────────────────────────────────────
+# ── the answers: recorded in the kernel, judged by the grader ────────────────────────────────────
 
-def test_results_hold_each_exercises_latest_verdict(capsys):
+def test_answers_hold_each_exercises_latest_answer(capsys):
     is_correct("4.1-4", expected("4.1-4"))
-    assert results()["4.1-4"] is True
+    assert answers()["4.1-4"] == expected("4.1-4")
     check("4.1-4", expected("4.1-4") + 1)  # the printing path records too
-    assert "❌" in capsys.readouterr().out and results()["4.1-4"] is False
+    assert "❌" in capsys.readouterr().out and answers()["4.1-4"] == expected("4.1-4") + 1
     check("4.1-4", None)
-    assert results()["4.1-4"] is False
+    assert answers()["4.1-4"] is None
     with pytest.raises(ValueError, match="没有这道练习"):
         is_correct("9.9-9", 1)
-    assert "9.9-9" not in results()
-    results()["4.1-4"] = True  # a copy: a caller cannot change the record
-    assert results()["4.1-4"] is False
+    assert "9.9-9" not in answers()
+    answers()["4.1-4"] = 3  # a copy: a caller cannot change the record
+    assert answers()["4.1-4"] is None
+
+
+def _answers_output(text: str) -> list[dict]:
+    return [{"output_type": "stream", "name": "stdout", "text": text}]
+
+
+def test_the_grader_judges_the_printed_answers_itself():
+    right, wrong = expected("4.1-4"), expected("4.1-4") + 1
+    line = json.dumps({"4.1-4": right, "4.1-2": wrong, "9.9-9": 1, "4.1-3": "junk"})
+    assert _judged(_answers_output(f"batchlab-grade-answers:{line}\n")) == {"4.1-4"}
+    # only the answers line counts, and only its first well-formed one; verdicts printed as data are answers
+    forged = json.dumps({i: True for i in ("4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6")})
+    assert _judged(_answers_output(f"batchlab-grade-answers:{forged}\n")) == set()
+    assert _judged(_answers_output("batchlab-grade-answers:{oops\n" f"batchlab-grade-answers:{line}\n")) == {"4.1-4"}
+    assert _judged(_answers_output("batchlab-grade-results:{\"4.1-4\": true}\n")) == set()
+    assert judge("4.1-4", right) and not judge("4.1-4", True)
 
 
 # ── reading a class's files (no kernel) ─────────────────────────────────────────────────────────
 
 def test_files_that_are_not_notebooks_say_why(tmp_path):
     with pytest.raises(ValueError, match="^第 52 行第 5 列起不是合法的 JSON，文件不完整或已损坏$"):
-        read_notebook(FIXTURES / "truncated.ipynb")
+        read_notebook((FIXTURES / "truncated.ipynb").read_bytes())
     (tmp_path / "li.docx").write_bytes(b"PK\x03\x04")
     assert grade_notebook(tmp_path / "li.docx") == Grade("li", "不是 notebook：扩展名是 .docx，不是 .ipynb")
     (tmp_path / "wang.ipynb").write_text('{"cells": 3}', encoding="utf-8")
@@ -59,31 +77,62 @@ def test_files_that_are_not_notebooks_say_why(tmp_path):
 
 
 def test_asked_exercises_are_the_known_ids_in_book_order():
-    assert asked_exercises(read_notebook(FIXTURES / "endless_loop.ipynb")) == ("4.1-1", "4.1-2")
-    notebook = read_notebook(FIXTURES / "all_correct.ipynb")
+    assert asked_exercises(read_notebook((FIXTURES / "endless_loop.ipynb").read_bytes())) == ("4.1-1", "4.1-2")
+    notebook = read_notebook((FIXTURES / "all_correct.ipynb").read_bytes())
     notebook.cells[-1].source = "ask('9.9-1')  # a typo: ask raises in the kernel, no column here"
     notebook.cells[2].source += "\nask( \"4.1-6\" )"
     assert asked_exercises(notebook) == ("4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6")
 
 
-def test_every_visible_file_is_a_submission_except_the_csv(tmp_path):
-    for name in ("b.ipynb", "a.txt", ".hidden.ipynb", "grades.csv"):
+def test_every_visible_file_is_a_submission(tmp_path):
+    for name in ("b.ipynb", "a.txt", ".hidden.ipynb"):
         (tmp_path / name).write_text("{}", encoding="utf-8")
     (tmp_path / ".ipynb_checkpoints").mkdir()
-    assert [p.name for p in submissions(tmp_path, exclude=[tmp_path / "grades.csv"])] == ["a.txt", "b.ipynb"]
+    assert [p.name for p in submissions(tmp_path)] == ["a.txt", "b.ipynb"]
+
+
+def test_a_file_name_in_gbk_is_read_and_a_vanished_file_gets_its_own_row(tmp_path):
+    gbk = tmp_path / os.fsdecode("张三.ipynb".encode("gbk"))  # a zip made on a Chinese Windows
+    gbk.write_text("{}", encoding="utf-8")
+    assert _student(gbk) == "张三"
+    gone = tmp_path / "li.ipynb"
+    assert grade_notebook(gone).status.startswith("读不到文件（FileNotFoundError），批改开始后它被删除或改动了")
 
 
 # ── the table ─────────────────────────────────────────────────────────────────────────────────────
 
-def test_columns_are_the_class_exercises_and_a_missing_one_scores_0():
+CHAPTER_4_1 = ["4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6"]
+
+
+def test_columns_are_the_assignments_chapters_and_a_missing_one_scores_0():
     grades = [Grade("zhang", OK, ("4.1-1", "4.1-3"), frozenset({"4.1-1", "4.1-3"})),
               Grade("li", OK, ("4.1-1",), frozenset()),  # deleted 4.1-3: 0, not a blank
               Grade("wang", "不是 notebook：…"),
-              Grade("zhao", OK, (), frozenset({"4.2-1"}))]  # checked without ask: still a column
+              Grade("zhao", OK, ("4.2-1",), frozenset({"4.2-1", "4.1-2"}))]  # one notebook of 3 asks 4.2: no column
     headers, rows = grade_table(grades)
-    assert headers == ["学生", "4.1-1", "4.1-3", "4.2-1", "总分", "状态"]
-    assert rows == [["zhang", 1, 1, 0, 2, OK], ["li", 0, 0, 0, 0, OK], ["wang", 0, 0, 0, 0, "不是 notebook：…"],
-                    ["zhao", 0, 0, 1, 1, OK]]
+    assert headers == ["学生", *CHAPTER_4_1, "总分", "状态"]
+    assert rows == [["zhang", 1, 0, 1, 0, 0, 0, 2, OK], ["li", 0, 0, 0, 0, 0, 0, 0, OK],
+                    ["wang", 0, 0, 0, 0, 0, 0, 0, "不是 notebook：…"], ["zhao", 0, 1, 0, 0, 0, 0, 1, OK]]
+    # half the readable notebooks asking is enough; the instructor can also name the chapters
+    assert grade_table(grades[:1] + grades[3:])[0][1:-2] == [*CHAPTER_4_1, "4.2-1", "4.2-2", "4.2-3", "4.2-4",
+                                                          "4.2-5", "4.2-6"]
+    assert grade_table(grades, ["4.3"])[0][1:-2] == ["4.3-1", "4.3-2", "4.3-3", "4.3-4", "4.3-5"]
+    with pytest.raises(ValueError, match="--chapter 9.9：没有这一章的练习"):
+        grade_table(grades, ["9.9"])
+
+
+def test_the_csv_goes_nowhere_it_could_lose_something(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "li.ipynb").write_text("{}", encoding="utf-8")
+    for target, reason in ((subs / "li.ipynb", "不能写进提交文件夹"), (subs / "new.csv", "不能写进提交文件夹"),
+                           (tmp_path, "这是一个文件夹"), (tmp_path / "no" / "g.csv", "不存在")):
+        with pytest.raises(ValueError, match=reason):
+            check_csv_target(target, subs)
+    check_csv_target(tmp_path / "grades.csv", subs)
+    write_csv(tmp_path / "grades.csv", ["学生"], [["li"]])
+    assert (tmp_path / "grades.csv").read_bytes() == "\ufeff学生\r\nli\r\n".encode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv", "subs"]  # no temporary left
 
 
 def test_status_names_the_cells_and_keeps_a_cascade_short():
@@ -99,12 +148,15 @@ def test_status_names_the_cells_and_keeps_a_cascade_short():
 @pytest.mark.parametrize("args, reason", [
     (["no/such/dir"], "DIR = 'no/such/dir'：不是一个存在的文件夹"),
     ([str(FIXTURES), "--timeout", "0"], "timeout = 0：必须是有限的正数"),
-    ([str(FIXTURES), "--csv", "no/such/dir/grades.csv"], "--csv 'no/such/dir/grades.csv'：文件夹 'no/such/dir' 不存在"),
+    ([str(FIXTURES), "--csv", "no/such/dir/grades.csv"], "--csv 'no/such/dir/grades.csv'：文件夹 '"),
+    ([str(FIXTURES), "--csv", str(FIXTURES / "all_correct.ipynb")], "：不能写进提交文件夹"),
+    ([str(FIXTURES), "--chapter", "4.9"], "--chapter 4.9：没有这一章的练习"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, reason, capsys):
     assert main(["grade", *args]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err == f"python -m batchlab grade: error: {reason}\n"
+    assert out == "" and err.startswith("python -m batchlab grade: error: ") and reason in err
+    assert err.count("\n") == 1
 
 
 def test_an_empty_folder_is_a_bad_argument(tmp_path, capsys):
@@ -124,12 +176,11 @@ def test_json_report_of_a_class_that_handed_in_no_notebook(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """The fixtures handed in as a class folder, graded once, with
-    the CSV written into the same folder."""
+    """The fixtures handed in as a class folder, graded once, the CSV written beside it."""
     class_dir = tmp_path_factory.mktemp("submissions")
     for notebook in FIXTURES.glob("*.ipynb"):
         shutil.copy(notebook, class_dir)
-    out = class_dir / "grades.csv"
+    out = class_dir.parent / "grades.csv"
     proc = subprocess.run([sys.executable, "-m", "batchlab", "grade", str(class_dir), "--timeout", "5",
                            "--csv", str(out)], capture_output=True, text=True, timeout=300)
     return proc, out
@@ -162,4 +213,4 @@ def test_a_kernel_that_dies_costs_its_row_only(tmp_path):
              new_code_cell("import os\nos._exit(1)  # the kernel process ends")]
     nbformat.write(new_notebook(cells=cells), tmp_path / "qian.ipynb")
     grade = grade_notebook(tmp_path / "qian.ipynb", timeout=30)
-    assert grade == Grade("qian", "出错：内核在单元格 3 意外退出")  # its verdicts died with it
+    assert grade == Grade("qian", "出错：内核在单元格 3 意外退出")  # its answers died with it

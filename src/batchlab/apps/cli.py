@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from batchlab.apps import job_commands
-from batchlab.apps.grade import DEFAULT_TIMEOUT_S, grade_class, grade_table, table_text, write_csv
+from batchlab.apps.grade import (DEFAULT_TIMEOUT_S, assignment_exercises, check_csv_target, grade_class,
+                                 grade_table, table_text, write_csv)
 from batchlab.formulas.checks import positive
 from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, check_runnable, in_flight_microbatches,
                                                   pipeline_timeline)
@@ -158,9 +159,13 @@ def _pipeline_text(report: dict) -> str:
 
 def _grade_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", metavar="DIR", help="folder of submitted notebooks, one file per student")
-    parser.add_argument("--csv", default=None, metavar="FILE", help="also write the table to FILE (UTF-8 CSV)")
+    parser.add_argument("--csv", default=None, metavar="FILE",
+                        help="also write the table to FILE (UTF-8 CSV; never inside DIR)")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S,
                         help=f"seconds a cell may run before it is interrupted (default {DEFAULT_TIMEOUT_S})")
+    parser.add_argument("--chapter", nargs="+", default=None, metavar="N",
+                        help="the assignment's chapters, e.g. 4.1 (default: every chapter that at least half "
+                             "the notebooks ask)")
 
 
 def _grade(args: argparse.Namespace) -> dict:
@@ -169,12 +174,14 @@ def _grade(args: argparse.Namespace) -> dict:
         raise ValueError(f"DIR = {args.directory!r}：不是一个存在的文件夹")
     timeout = int(positive("timeout", args.timeout))  # whole seconds: nbclient's limit is an integer
     csv_path = None if args.csv is None else Path(args.csv)
-    if csv_path is not None and not csv_path.parent.is_dir():  # say so before minutes of grading
-        raise ValueError(f"--csv {args.csv!r}：文件夹 {str(csv_path.parent)!r} 不存在")
-    grades = grade_class(directory, timeout, exclude=[csv_path] if csv_path else ())
+    if csv_path is not None:  # say so before minutes of grading
+        check_csv_target(csv_path, directory)
+    if args.chapter is not None:
+        assignment_exercises([], args.chapter)  # an unknown chapter is refused before grading too
+    grades = grade_class(directory, timeout)
     if not grades:
         raise ValueError(f"DIR = {args.directory!r}：文件夹里没有要批改的文件")
-    headers, rows = grade_table(grades)
+    headers, rows = grade_table(grades, args.chapter)
     if csv_path is not None:
         write_csv(csv_path, headers, rows)
     return {"directory": str(directory), "timeout": timeout, "csv": args.csv,

@@ -21,16 +21,17 @@ from batchlab.ui.exercises.chapter_4_6 import EXERCISES as _CHAPTER_4_6
 EXERCISES: dict[str, Exercise] = {**_CHAPTER_4_1, **_CHAPTER_4_2, **_CHAPTER_4_3, **_CHAPTER_4_4, **_CHAPTER_4_5,
                                **_CHAPTER_4_6}
 
-__all__ = ["Exercise", "EXERCISES", "ask", "check", "is_correct", "expected", "results"]
+__all__ = ["Exercise", "EXERCISES", "ask", "check", "is_correct", "judge", "expected", "answers"]
 
-# Each exercise's latest verdict in this Python process, recorded by is_correct (and so by check):
-# `python -m batchlab grade` reads it, so a grade is the very verdict the student saw.
-_VERDICTS: dict[str, bool] = {}
+# Each exercise's latest answer in this Python process, recorded by is_correct (and so by check).
+# `python -m batchlab grade` reads the answers out of a student's kernel as data and judges them in its
+# own process with `judge`: what the kernel reports can change an answer, never a verdict.
+_ANSWERS: dict[str, Any] = {}
 
 
-def results() -> dict[str, bool]:
-    """Every exercise checked so far in this process (id → its latest verdict), as a copy."""
-    return dict(_VERDICTS)
+def answers() -> dict[str, Any]:
+    """Every exercise answered so far in this process (id → its latest answer), as a copy."""
+    return dict(_ANSWERS)
 
 
 def expected(exercise_id: str) -> Any:
@@ -57,13 +58,14 @@ def check(exercise_id: str, answer: Any) -> None:
 
 def is_correct(exercise_id: str, answer: Any, quiet: bool = True) -> bool:
     """Whether ``answer`` matches the answer batchlab computes now; prints the verdict unless ``quiet``.
-    The verdict is recorded for :func:`results`."""
-    verdict = _judge(exercise_id, answer, quiet)
-    _VERDICTS[exercise_id] = verdict
+    The answer is recorded for :func:`answers`."""
+    verdict = judge(exercise_id, answer, quiet)
+    _ANSWERS[exercise_id] = answer
     return verdict
 
 
-def _judge(exercise_id: str, answer: Any, quiet: bool) -> bool:
+def judge(exercise_id: str, answer: Any, quiet: bool = True) -> bool:
+    """The one rule that decides an answer (the student's ✅/❌ and the grader's score alike); records nothing."""
     exercise = _get(exercise_id)
     say = (lambda msg: None) if quiet else print
     if answer is None or answer is ...:
