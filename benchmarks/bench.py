@@ -13,7 +13,10 @@ What is measured, each the way a reader meets it:
 * ``widgets`` — every interactive demo, at least 20 control changes spread over each control's range,
   timed from the change to the new output being ready (observers run synchronously);
 * ``build_seconds`` — the strict book build as the README runs it (``scripts/build-book.sh``), into a
-  fresh output folder; ``cli_seconds`` — ``python -m batchlab plan``, process start to exit.
+  fresh output folder; ``cli_seconds`` — ``python -m batchlab plan``, process start to exit;
+* ``grade_seconds_per_notebook`` — ``grade`` on one submission, the book's first chapter as a student
+  hands it in: copy, sandbox, kernel, every cell, the grader's judgement (reported, no budget: it is the
+  chapter's own time plus the sandbox's start).
 """
 from __future__ import annotations
 
@@ -104,6 +107,18 @@ def bench_cli() -> float:
         subprocess.run(cmd, check=True, capture_output=True)
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def bench_grade(chapter: Path) -> float:
+    """Seconds to grade ``chapter`` as one student's submission, sandbox included."""
+    from batchlab.apps.grade import grade_notebook
+
+    start = time.perf_counter()
+    grade = grade_notebook(chapter, timeout=300)
+    seconds = time.perf_counter() - start
+    if grade.status != "ok":
+        raise RuntimeError(f"grading {chapter.name} went wrong: {grade.status}")
+    return seconds
 
 
 def bench_build() -> float:
@@ -210,6 +225,7 @@ def text_report(report: dict) -> str:
                      f"({w['updates']} changes)")
     lines.append(f"strict book build {report['build_seconds']:29.2f} s")
     lines.append(f"cli plan (process start to exit) {report['cli_seconds']:14.3f} s")
+    lines.append(f"grade one notebook (sandbox included) {report['grade_seconds_per_notebook']:9.2f} s")
     lines.append("budgets: " + ", ".join(f"{k} {v:g}" for k, v in BUDGETS.items()))
     lines += [f"OVER  {line}" for line in report["over"]] or ["all budgets met"]
     return "\n".join(lines)
@@ -227,6 +243,7 @@ def main() -> int:
         "widgets": bench_widgets(),
         "build_seconds": bench_build(),
         "cli_seconds": bench_cli(),
+        "grade_seconds_per_notebook": bench_grade(chapters[0]),
         "budgets": BUDGETS,
     }
     report["over"] = over_budget(report)
