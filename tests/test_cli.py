@@ -46,7 +46,7 @@ def test_grad_accum_is_checked(capsys):
     (["--global-batch", "63"], "global_batch = 63 不能被 micro_batch_size × data_parallel = 2 × 2 = 4 整除"),
     (["--global-batch", "64", "--pipeline-stages", "64"], "pipeline_stages = 64 超过了 gpt2-xl 的层数 n_layer = 48"),
     (["--global-batch", "64", "--seq-len", "2048"], "seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"),
-    (["--global-batch", "abc"], "invalid int value: 'abc'"),
+    (["--global-batch", "abc"], "--global-batch 的值 'abc' 不是整数"),
 ])
 def test_invalid_input_exits_2_with_one_line(args, reason):
     base = ["plan", "--micro-batch", "2", "--data-parallel", "2", "--pipeline-stages", "4"]
@@ -117,10 +117,12 @@ def test_memory_flags_change_the_answer(capsys):
 
 
 @pytest.mark.parametrize("args, reason", [
-    (["--recompute", "partial"], "invalid choice: 'partial'"),
-    (["--schedule", "zb"], "invalid choice: 'zb'"),
-    (["--device-memory-gb", "0"], "device_memory_gib = 0.0：必须是有限的正数"),
-    (["--precision", "fp8"], "invalid choice: 'fp8'"),
+    (["--recompute", "partial"], "--recompute = 'partial'：只能取 'none', 'selective', 'full' 之一"),
+    (["--schedule", "zb"], "--schedule = 'zb'：只能取"),
+    (["--device-memory-gb", "0"], "device_memory_gib = 0.0：必须在 0.001 到 1,000,000 之间"),
+    (["--device-memory-gb", "1e308"], "device_memory_gib = 1e+308：必须在 0.001 到 1,000,000 之间"),
+    (["--global-batch", str(2**63)], "global_batch = 9223372036854775808 超过了 上限 = 1048576"),
+    (["--precision", "fp8"], "--precision = 'fp8'：只能取"),
 ])
 def test_bad_memory_flags_exit_2(args, reason):
     base = ["plan", "--global-batch", "64", "--micro-batch", "2", "--data-parallel", "2", "--pipeline-stages", "4"]

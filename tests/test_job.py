@@ -33,7 +33,9 @@ HIGH = DEVICE_PRESETS["ascend-910b"].curve(XL, "high")
     (dict(optimizer="lion"), "optimizer = 'lion'：只能取"),
     (dict(zero1="yes"), "zero1 = 'yes'：只能取"),
     (dict(attention="flash"), "attention = 'flash'：只能取"),
-    (dict(device_memory_gib=0), "device_memory_gib = 0：必须是有限的正数"),
+    (dict(device_memory_gib=0), "device_memory_gib = 0：必须在 0.001 到 1,000,000 之间"),
+    (dict(device_memory_gib=1e-10), "device_memory_gib = 1e-10：必须在 0.001 到 1,000,000 之间"),
+    (dict(global_batch=2**63), "global_batch = 9223372036854775808 超过了 上限 = 1048576"),
     (dict(model="gpt2-xl"), "model = 'gpt2-xl'：必须是 GPTConfig"),
 ])
 def test_a_job_is_refused_with_the_rule_it_breaks(changes, message):

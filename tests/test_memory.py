@@ -110,7 +110,9 @@ def test_gpipe_activations_depend_on_micro_times_m_only(p, micro, m, k):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(schedule="zb"), "schedule = 'zb'"),
     (dict(), None),
-    (dict(device_memory_gib=0), "device_memory_gib = 0：必须是有限的正数"),
+    (dict(device_memory_gib=0), "device_memory_gib = 0：必须在 0.001 到 1,000,000 之间"),
+    (dict(device_memory_gib=1e-10), "device_memory_gib = 1e-10：必须在 0.001 到 1,000,000 之间"),
+    (dict(global_batch=2**63), "global_batch = 9223372036854775808 超过了 上限 = 1048576"),
     (dict(seq_len=2048), "seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"),
 ])
 def test_stage_memory_rejects_bad_input(kwargs, message):

@@ -109,7 +109,6 @@ def test_a_new_model_resets_precision_and_sequence_lengths():
 @pytest.mark.parametrize("control, value, message", [
     ("global_batch", 63, "global_batch = 63 不能被 micro_batch_size × data_parallel = 2 × 2 = 4 整除"),
     ("data_parallel", 3, "不能被 micro_batch_size × data_parallel = 2 × 3 = 6 整除"),
-    ("device_memory_gib", 0.0, "device_memory_gib = 0.0：必须是有限的正数"),
     ("global_batch", 8, "num_microbatches = 2：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4"),
 ])
 def test_invalid_input_shows_the_message_and_keeps_the_figure(control, value, message):
@@ -240,3 +239,14 @@ def test_redraws_are_quick():
     assert len(times) == 20
     print(f"20 changes: median {statistics.median(times) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms")
     assert statistics.median(times) < 0.5  # generous: shared CI machines are slow
+
+
+def test_the_controls_take_their_bounds_from_the_job_record():
+    from batchlab.formulas.job import LIMITS
+
+    c = MemoryExplorer().controls
+    for name in ("global_batch", "data_parallel", "device_memory_gib"):
+        assert (c[name].min, c[name].max) == pytest.approx(LIMITS[name] if name == "device_memory_gib"
+                                                           else (1, LIMITS[name][1]))
+    c["device_memory_gib"].value = 0.0  # a bounded box clamps to the record's minimum: still an answer
+    assert c["device_memory_gib"].value == LIMITS["device_memory_gib"][0]

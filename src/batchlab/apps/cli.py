@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,20 +26,46 @@ from typing import Any, Callable, Sequence
 from batchlab.apps import job_commands
 from batchlab.apps.grade import (DEFAULT_TIMEOUT_S, assignment_exercises, check_csv_target, grade_class,
                                  grade_table, table_text, write_csv)
-from batchlab.formulas.checks import positive
-from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, check_runnable, in_flight_microbatches,
-                                                  pipeline_timeline)
+from batchlab.formulas.checks import at_most, positive
+from batchlab.formulas.job import LIMITS
+from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, check_runnable,
+                                                  in_flight_microbatches, pipeline_timeline, simulable)
 from batchlab.formulas.precision import element_bytes
 from batchlab.formulas.presets import get_config
+from batchlab.formulas.throughput import layer_forward_flops
 
 __all__ = ["main", "COMMANDS"]
 
 
+# argparse's own usage errors, in the book's language (the patterns are argparse's messages).
+_ARGPARSE_ZH: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"argument (?P<a>\S+): invalid (?P<t>int|float) value: (?P<v>.+)"), "{a} 的值 {v} 不是{t}"),
+    (re.compile(r"argument (?P<a>\S+): invalid choice: (?P<v>\S+) \(choose from (?P<c>.+)\)"),
+     "{a} = {v}：只能取 {c} 之一"),
+    (re.compile(r"argument (?P<a>\S+): expected one argument"), "{a} 需要一个值"),
+    (re.compile(r"argument (?P<a>\S+): expected at least one argument"), "{a} 至少需要一个值"),
+    (re.compile(r"the following arguments are required: (?P<a>.+)"), "缺少参数 {a}"),
+    (re.compile(r"unrecognized arguments: (?P<a>.+)"), "不认识的参数 {a}"),
+    (re.compile(r"argument (?P<a>\S+): (?P<m>.+)"), "{a}：{m}"),
+)
+_TYPE_ZH = {"int": "整数", "float": "数"}
+
+
+def _in_chinese(message: str) -> str:
+    for pattern, template in _ARGPARSE_ZH:
+        if match := pattern.fullmatch(message):
+            fields = match.groupdict()
+            if "t" in fields:
+                fields["t"] = _TYPE_ZH[fields["t"]]
+            return template.format(**fields)
+    return message
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr and exit status 2."""
+    """argparse, but a usage error is one line on stderr, in Chinese, with exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {_in_chinese(message)}\n")
 
 
 # ── device ───────────────────────────────────────────────────────────────────────────────────────
@@ -116,21 +144,37 @@ def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--d-model", type=int, default=128, help="width of the GPT that is run (default 128)")
 
 
+RUN_FLOPS = 2 * 10**10
+"""The most training FLOPs a measured step (``--run``) may take: a few seconds on one laptop core (the
+default run, 4 stages × 8 micro-batches of 4 × 64 tokens at width 128, takes half of it)."""
+MAX_RUN_STAGES = 16
+
+
 def _pipeline(args: argparse.Namespace) -> dict:
     check_runnable(args.schedule, args.stages, args.micro_batches)  # 1F1B needs m ≥ p, as the runtimes do
     p, m = args.stages, args.micro_batches
+    at_most("num_microbatches", m, LIMITS["global_batch"][1], "上限")
     report = {"schedule": args.schedule, "pipeline_stages": p, "num_microbatches": m,
               "bubble_fraction_formula": bubble_fraction(p, m),
               "peak_in_flight": in_flight_microbatches(args.schedule, p, m)}
+    unit = f"one forward pass (backward = {BACKWARD_PER_FORWARD})"
+    if args.run is None and not simulable(p, m):  # the closed forms, which the simulator agrees with
+        return {**report, "run": "formula", "bubble_fraction": report["bubble_fraction_formula"],
+                "step_time": (m + p - 1) * (1 + BACKWARD_PER_FORWARD), "step_time_unit": unit}
     if args.run is None:
         timeline = pipeline_timeline(args.schedule, p, m)
         return {**report, "run": "simulated", "bubble_fraction": timeline.idle_fraction,
-                "step_time": timeline.makespan, "step_time_unit": f"one forward pass (backward = {BACKWARD_PER_FORWARD})"}
+                "step_time": timeline.makespan, "step_time_unit": unit}
+    at_most("pipeline_stages", p, MAX_RUN_STAGES, "实测运行的上限")
+    config = get_config("tiny", n_layer=max(p, 2), d_model=args.d_model, n_head=4, n_positions=max(64, args.seq_len))
+    flops = m * (1 + BACKWARD_PER_FORWARD) * config.n_layer * layer_forward_flops(config, args.micro_batch_size,
+                                                                                    args.seq_len)
+    at_most("这一步的训练 FLOPs", int(flops), RUN_FLOPS, "实测运行的上限（减小 --micro-batches、--micro-batch-size、"
+            "--seq-len 或 --d-model）")
     from batchlab.measure.model import GPT  # torch only for the runs
     from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local
     from batchlab.measure.pipeline_distributed import run_pipeline_distributed
 
-    config = get_config("tiny", n_layer=max(p, 2), d_model=args.d_model, n_head=4, n_positions=max(64, args.seq_len))
     if args.run == "local":
         inputs, targets = pipeline_batch(config, m, args.micro_batch_size, args.seq_len, seed=0)
         result = run_pipeline_local(GPT(config), inputs, targets, p, m, args.schedule)
@@ -232,8 +276,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = COMMANDS[args.command]
     try:
         report: Any = command.run(args)
-    except (ValueError, RuntimeError) as err:
-        print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
+        # allow_nan=False: "Infinity" and "NaN" are not JSON; a report holding one is a bug to refuse
+        text = json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) if args.json else command.text(report)
+    except (ValueError, RuntimeError, OverflowError, TimeoutError) as err:
+        # one line: a rank's RuntimeError carries its whole traceback after the first line
+        print(f"{parser.prog} {args.command}: error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
         return 2
-    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else command.text(report))
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `| head` closed the pipe: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, TypeVar
 
-__all__ = ["whole", "positive", "nonnegative", "fraction", "one_of", "at_most", "divides"]
+__all__ = ["whole", "positive", "nonnegative", "fraction", "between", "one_of", "at_most", "divides"]
 
 T = TypeVar("T")
 
@@ -17,6 +17,11 @@ T = TypeVar("T")
 def _is_number(value: object) -> bool:
     # bool is an int subclass; True as a count or a size is always a bug.
     return not isinstance(value, bool) and isinstance(value, (int, float))
+
+
+def _plain(x: float) -> str:
+    """A bound as people write it: 1,000,000 and 0.001, not 1e+06."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 def whole(name: str, value: object, minimum: int = 1) -> int:
@@ -45,6 +50,13 @@ def fraction(name: str, value: object, *, closed: bool = False) -> float:
     ok = _is_number(value) and 0.0 <= value and (value <= 1.0 if closed else value < 1.0)
     if not ok:
         raise ValueError(f"{name} = {value!r}：必须在 [0, 1{']' if closed else ')'} 之内")
+    return float(value)
+
+
+def between(name: str, value: object, low: float, high: float) -> float:
+    """``value`` as a float if it is a number from ``low`` to ``high``; else ValueError naming the range."""
+    if not _is_number(value) or not low <= value <= high:
+        raise ValueError(f"{name} = {value!r}：必须在 {_plain(low)} 到 {_plain(high)} 之间")
     return float(value)
 
 

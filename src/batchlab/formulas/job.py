@@ -15,17 +15,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batchlab.formulas.batching import BatchPlan, plan_batch
-from batchlab.formulas.checks import one_of, positive, whole
+from batchlab.formulas.checks import at_most, between, one_of, whole
 from batchlab.formulas.partition import Stage, partition_layers
 from batchlab.formulas.pipeline_schedules import check_runnable, in_flight_microbatches
 from batchlab.formulas.precision import ELEMENT_BYTES, PRECISION_DTYPE, PRECISIONS, default_precision
 from batchlab.formulas.presets import GPTConfig, check_seq_len
 
-__all__ = ["Job", "OPTIMIZER_STATES", "RECOMPUTE_MODES", "ATTENTION_KINDS", "DEVICE_MEMORY_GIB", "GIB"]
+__all__ = ["Job", "LIMITS", "OPTIMIZER_STATES", "RECOMPUTE_MODES", "ATTENTION_KINDS", "DEVICE_MEMORY_GIB", "GIB"]
 
 GIB = 2**30
 DEVICE_MEMORY_GIB = 64.0
 """An Ascend 910B card's HBM: npu-smi reports 65536 MB (MiB units), i.e. 64 GiB."""
+
+LIMITS: dict[str, tuple[float, float]] = {
+    "global_batch": (1, 2**20),
+    "micro_batch_size": (1, 2**16),
+    "data_parallel": (1, 2**16),
+    "device_memory_gib": (0.001, 1_000_000),
+}
+"""The range each count or size of a job may take (pipeline stages: up to the model's layers). Generous
+for any real job — 2²⁰ sequences is a 1-billion-token step at s = 1024 — and small enough that every
+formula, the tuner's search over micro-batch sizes included, answers within a second; the CLI's flags
+and the explorers' controls take their bounds from here."""
 
 OPTIMIZER_STATES: dict[str, int] = {"sgd": 0, "sgd-momentum": 4, "adam": 8, "adamw": 8}
 """Optimizer-state bytes per parameter, fp32 (momentum: one buffer; Adam: two moments)."""
@@ -71,6 +82,8 @@ class Job:
         if not isinstance(self.model, GPTConfig):
             raise ValueError(f"model = {self.model!r}：必须是 GPTConfig（batchlab.formulas.presets.get_config）")
         check_seq_len(self.model, self.seq_len)
+        for name in ("global_batch", "micro_batch_size", "data_parallel"):
+            at_most(name, whole(name, getattr(self, name)), int(LIMITS[name][1]), "上限")
         plan = plan_batch(self.micro_batch_size, self.pipeline_stages, self.data_parallel,
                           global_batch=self.global_batch)
         stages = partition_layers(self.model, self.pipeline_stages, self.partition)
@@ -84,7 +97,7 @@ class Job:
         one_of("attention", self.attention, ATTENTION_KINDS)
         one_of("dropout", self.dropout, (None, True, False))
         whole("dropout_mask_bytes", self.dropout_mask_bytes)
-        positive("device_memory_gib", self.device_memory_gib)
+        between("device_memory_gib", self.device_memory_gib, *LIMITS["device_memory_gib"])
         # Derived once; not fields, so equality, hashing and replace() see only what was chosen.
         object.__setattr__(self, "_plan", plan)
         object.__setattr__(self, "_stages", tuple(stages))

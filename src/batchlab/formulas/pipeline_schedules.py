@@ -13,7 +13,7 @@ from batchlab.formulas.checks import one_of, positive, whole
 
 __all__ = [
     "ScheduleName", "SCHEDULES", "BACKWARD_PER_FORWARD", "Op", "Timeline", "bubble_fraction",
-    "in_flight_microbatches", "schedule_order", "runnable", "check_runnable", "simulate", "pipeline_timeline",
+    "in_flight_microbatches", "schedule_order", "MAX_SIMULATED_OPS", "simulable", "runnable", "check_runnable", "simulate", "pipeline_timeline",
 ]
 
 ScheduleName = Literal["gpipe", "1f1b"]
@@ -111,6 +111,17 @@ def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatche
     return orders
 
 
+MAX_SIMULATED_OPS = 20_000
+"""The most forward and backward ops (2·p·m) :func:`simulate` replays for one step, about 0.1 s here.
+Longer steps are answered by the closed forms (:func:`bubble_fraction`, :func:`in_flight_microbatches`),
+which the simulator agrees with (a property test)."""
+
+
+def simulable(pipeline_stages: int, num_microbatches: int) -> bool:
+    """Whether one step of p stages and m micro-batches is within :data:`MAX_SIMULATED_OPS`."""
+    return 2 * pipeline_stages * num_microbatches <= MAX_SIMULATED_OPS
+
+
 def runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> bool:
     """The rule :func:`check_runnable` enforces, as a test on valid counts: 1F1B needs m ≥ p."""
     return schedule != "1f1b" or num_microbatches >= pipeline_stages
@@ -190,6 +201,9 @@ def pipeline_timeline(
     forward_time: float = 1.0,
     backward_time: float = float(BACKWARD_PER_FORWARD),
 ) -> Timeline:
-    """Simulated timeline of one optimizer step of ``schedule``."""
+    """Simulated timeline of one optimizer step of ``schedule`` (ValueError beyond :data:`MAX_SIMULATED_OPS`)."""
     orders = schedule_order(schedule, pipeline_stages, num_microbatches)
+    if not simulable(pipeline_stages, num_microbatches):
+        raise ValueError(f"2 × pipeline_stages × num_microbatches = {2 * pipeline_stages * num_microbatches} 超过了"
+                         f"模拟器一步重放的上限 {MAX_SIMULATED_OPS}：请用公式 bubble_fraction / in_flight_microbatches")
     return Timeline(schedule, pipeline_stages, num_microbatches, simulate(orders, forward_time, backward_time))

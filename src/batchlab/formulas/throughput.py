@@ -57,9 +57,14 @@ def model_flops_per_token(job: Job) -> float:
 
 def mfu(tokens_per_second: float, job: Job, peak_flops: float) -> float:
     """Model FLOPs utilisation of ``job`` at a measured throughput (tokens/s of the whole job):
-    tokens/s × :func:`model_flops_per_token` / (devices × ``peak_flops``, one device's FLOP/s)."""
-    return (positive("tokens_per_second", tokens_per_second) * model_flops_per_token(job)
-            / (job.devices * positive("peak_flops", peak_flops)))
+    tokens/s × :func:`model_flops_per_token` / (devices × ``peak_flops``, one device's FLOP/s). Above 100 %
+    is impossible, so it is refused: the throughput, the device count or the peak is wrong."""
+    value = (positive("tokens_per_second", tokens_per_second) * model_flops_per_token(job)
+             / (job.devices * positive("peak_flops", peak_flops)))
+    if value > 1:
+        raise ValueError(f"MFU = {value:.0%}：超过 100% 不可能——tokens_per_second = {tokens_per_second:g} 对 "
+                         f"{job.devices} 张峰值 {peak_flops / 1e12:g} TFLOP/s 的卡太大，吞吐、卡数或峰值有误")
+    return value
 
 
 @dataclass(frozen=True)

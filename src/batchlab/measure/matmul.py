@@ -17,10 +17,11 @@ from typing import Callable, Sequence
 
 import torch
 
-from batchlab.formulas.checks import one_of, positive, whole
+from batchlab.formulas.checks import at_most, between, one_of, positive, whole
 from batchlab.formulas.precision import ELEMENT_BYTES
 from batchlab.formulas.roofline import matmul_flops, ridge_point
 from batchlab.measure.device import as_device, device_name, synchronize, timed_region
+from batchlab.measure.device_memory import memory_info
 
 __all__ = ["DTYPES", "DEFAULT_MS", "bench_matmul", "efficiency", "measure_ceilings"]
 
@@ -28,6 +29,12 @@ DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bf
 DEFAULT_MS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 """The rows M of the default sweep: powers of two up to the lecture's 128."""
 SEED = 0
+MAX_DIM = 65_536
+"""The largest m, k or n a benchmark takes."""
+MAX_CALL_FLOPS = 10**11
+"""The most FLOPs one timed call may take: about a second on a laptop core, far less on an accelerator."""
+MAX_BENCH_SECONDS = 4.0
+"""A benchmark whose samples would take longer than this (estimated from one timed call) is refused."""
 _MAX_CALLS = 1 << 20  # a ceiling for the calibration, far above any real need
 
 
@@ -102,6 +109,24 @@ def _seconds_per_call(fn: Callable[[], object], device: torch.device, repeats: i
     return min(samples) / calls, calls
 
 
+def _check_duration(weight: torch.Tensor, ms: Sequence[int], generator: torch.Generator, dtype: torch.dtype,
+                    device: torch.device, repeats: int, min_seconds: float) -> None:
+    """Time one call per m and refuse a benchmark whose samples would run past MAX_BENCH_SECONDS."""
+    calls = []
+    for m in sorted(set(ms), reverse=True):
+        a = _random((m, weight.shape[0]), generator, dtype, device)
+        if not calls:
+            torch.matmul(a, weight)  # the first call pays for kernel selection
+        with timed_region(device) as timing:
+            torch.matmul(a, weight)
+        calls.append(timing.seconds)
+    # each m: its samples plus the calibration that finds how many calls fill min_seconds (≈ one sample)
+    estimate = (repeats + 1) * sum(max(min_seconds, seconds) for seconds in calls) * len(ms) / len(calls)
+    if estimate > MAX_BENCH_SECONDS:
+        raise ValueError(f"(repeats + 1) × Σ max(min_seconds, 一次调用的时间) ≈ {estimate:.3g} s：超过了上限 "
+                         f"{MAX_BENCH_SECONDS:g} s，请减少 repeats、m 的个数或 min_seconds")
+
+
 def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, dtype: str = "float32",
                  device: torch.device | str | None = None, repeats: int = 5, min_seconds: float = 0.01) -> dict:
     """Time ``[m, k] × [k, n]`` for every ``m`` in ``ms`` on ``device`` (default: :func:`select_device`).
@@ -115,16 +140,22 @@ def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, d
             ``float32``/``bfloat16``/``float16``, or one the device cannot multiply in.
     """
     one_of("dtype", dtype, DTYPES)  # before touching the device: a typo answers instantly
-    ms = [whole("m", m) for m in ms]
+    ms = [at_most("m", whole("m", m), MAX_DIM, "上限") for m in ms]
     if not ms:
         raise ValueError("ms = []：至少要给一个 m")
-    k, n, repeats = whole("k", k), whole("n", n), whole("repeats", repeats)
-    min_seconds = positive("min_seconds", min_seconds)
+    k, n = (at_most(name, whole(name, v), MAX_DIM, "上限") for name, v in (("k", k), ("n", n)))
+    repeats = at_most("repeats", whole("repeats", repeats), 100, "上限")
+    min_seconds = between("min_seconds", min_seconds, 1e-6, 1.0)
+    at_most("2·m·k·n（最大的 m）", matmul_flops(max(ms), k, n), MAX_CALL_FLOPS, "一次计时调用的上限")
     device = as_device(device)
     torch_dtype = _check_dtype_runs(dtype, device)
+    # Shapes against the device's memory before anything is allocated (weight, largest input and output).
+    needed = ELEMENT_BYTES[dtype] * (k * n + max(ms) * (k + n))
+    at_most("矩阵占用的字节数", needed, memory_info(device).free // 2, "设备可用显存（内存）的一半")
 
     generator = torch.Generator().manual_seed(SEED)
     weight = _random((k, n), generator, torch_dtype, device)
+    _check_duration(weight, ms, generator, torch_dtype, device, repeats, min_seconds)
     results = []
     for m in ms:
         a = _random((m, k), generator, torch_dtype, device)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
-from batchlab.formulas.job import Job
+from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.pipeline_schedules import SCHEDULES, pipeline_timeline
 from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD
 from batchlab.formulas.throughput import model_step
@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     from batchlab.formulas.pipeline_schedules import Timeline
     from batchlab.formulas.roofline import RateCurve
 
-__all__ = ["plot_pipeline_timeline", "plot_tradeoff", "TradeoffExplorer"]
+__all__ = ["MAX_DRAWN_OPS", "plot_pipeline_timeline", "plot_tradeoff", "TradeoffExplorer"]
+
+MAX_DRAWN_OPS = 2048
+"""The explorer draws a step's timeline only up to this many forward and backward bars (2·p·m)."""
 
 
 def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title: str | None = None,
@@ -102,6 +105,11 @@ def plot_tradeoff(candidates: list[dict], current: int, ax: "Axes | None" = None
     return fig
 
 
+def _max(name: str) -> int:
+    """A control's upper bound: the job record's (formulas.job.LIMITS)."""
+    return int(LIMITS[name][1])
+
+
 class TradeoffExplorer(widgets.VBox):
     """The bubble-versus-matmul explorer of 4.4: choose the global batch, micro-batch size, stages,
     data parallelism and schedule; see the number of micro-batches, the bubble, the matmul efficiency
@@ -128,13 +136,13 @@ class TradeoffExplorer(widgets.VBox):
         style = {"description_width": "150px"}
         narrow = widgets.Layout(width="260px")
         self.controls = {
-            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=1_000_000, description="全局批大小",
+            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=_max("global_batch"), description="全局批大小",
                                                    style=style, layout=narrow),
-            "micro_batch_size": widgets.BoundedIntText(value=micro_batch_size, min=1, max=4096,
+            "micro_batch_size": widgets.BoundedIntText(value=micro_batch_size, min=1, max=_max("micro_batch_size"),
                                                        description="微批次大小", style=style, layout=narrow),
             "pipeline_stages": widgets.BoundedIntText(value=pipeline_stages, min=1, max=self.config.n_layer,
                                                       description="流水线阶段数 (PP)", style=style, layout=narrow),
-            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=4096,
+            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=_max("data_parallel"),
                                                     description="数据并行度 (DP)", style=style, layout=narrow),
             "schedule": widgets.ToggleButtons(options=[(label, key) for key, label in SCHEDULES.items()],
                                               value=schedule, description="流水线调度", style=style),
@@ -185,10 +193,17 @@ class TradeoffExplorer(widgets.VBox):
         for ax in self._axes:
             clear_artists(ax)
         plot_tradeoff(candidates, v["micro_batch_size"], ax=left)
-        forward = self.step.slot_seconds / (1 + BACKWARD_PER_FORWARD)
-        timeline = pipeline_timeline(v["schedule"], v["pipeline_stages"], self.step.num_microbatches,
-                                     forward_time=forward, backward_time=BACKWARD_PER_FORWARD * forward)
-        plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False)
+        p, m = v["pipeline_stages"], self.step.num_microbatches
+        if 2 * p * m <= MAX_DRAWN_OPS:
+            right.set_axis_on()
+            forward = self.step.slot_seconds / (1 + BACKWARD_PER_FORWARD)
+            timeline = pipeline_timeline(v["schedule"], p, m, forward_time=forward,
+                                         backward_time=BACKWARD_PER_FORWARD * forward)
+            plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False)
+        else:  # thousands of bars say nothing at this size, and take seconds to draw
+            right.set_axis_off()
+            right.text(0.5, 0.5, f"m = {m:,} 个微批次：时间线太长，不画\n气泡占比按公式 (p − 1)/(m + p − 1) = "
+                       f"{self.step.bubble_fraction:.2%}", ha="center", va="center", transform=right.transAxes)
         self.figure.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.28)
         self.figure.canvas.draw()
         self.png = canvas_png(self.figure)
