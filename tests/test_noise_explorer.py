@@ -124,7 +124,7 @@ def test_explorer_moves_points_without_leaking_figures(precomputed):
 def test_explorer_rejects_mismatched_inputs(precomputed):
     cloud, stats = precomputed
     short = dict(stats, batch_sizes=stats["batch_sizes"][:3])
-    with pytest.raises(ValueError, match="batch sizes \\[8, 16, 32, 64\\] of the cloud have no entry in stats"):
+    with pytest.raises(ValueError, match="梯度云的批大小 \\[8, 16, 32, 64\\] 在 stats 里没有"):
         NoiseExplorer(cloud, short)
     with pytest.raises(ValueError, match="lr_rule = 'cubic'：只能取 'linear', 'sqrt', 'none' 之一"):
         NoiseExplorer(cloud, stats, lr_rule="cubic")
@@ -144,5 +144,5 @@ def test_plots_keep_fixed_limits_and_draw_all_glyphs(precomputed):
         plt.close(fig)
         plt.close(fig2)
     assert limits[0] == limits[1]  # the axes stay put, so the reader sees the cloud shrink
-    with pytest.raises(ValueError, match="batch size 3 is not among the cloud's batch sizes"):
+    with pytest.raises(ValueError, match="batch_size = 3：不在梯度云的批大小"):
         noise_ui.plot_gradient_cloud(cloud, 3)

@@ -82,7 +82,7 @@ def test_noise_scale_simple_is_trace_over_signal_and_matches_the_closed_form(reg
 def test_noise_scale_simple_rejects_a_stationary_point():
     with pytest.raises(ValueError, match="‖G‖² = 0"):
         noise_scale_simple(torch.tensor([[1.0, -1.0], [-1.0, 1.0]]))
-    with pytest.raises(ValueError, match="need \\[N, num_params\\] with N ≥ 2"):
+    with pytest.raises(ValueError, match="需要 \\[N, num_params\\]，且 N ≥ 2"):
         noise_scale_simple(torch.ones(3))
 
 
@@ -159,9 +159,9 @@ def test_noise_scale_from_batches_on_the_regression(reg):
 
 def test_noise_scale_from_batches_rejects_bad_sizes(reg):
     model = nn.Linear(D, 1, bias=False).double()
-    with pytest.raises(ValueError, match="b_big = 12 must be a multiple of b_small = 8"):
+    with pytest.raises(ValueError, match="b_big = 12：必须是 b_small = 8 的倍数"):
         noise_scale_from_batches(model, reg, 8, 12)
-    with pytest.raises(ValueError, match="b_big = 64 exceeds the 32 samples"):
+    with pytest.raises(ValueError, match="b_big = 64 超过了 data 的样本数 32"):
         noise_scale_from_batches(model, Regression(reg.inputs[:32], reg.targets[:32], reg.w, reg.delta), 8, 64)
 
 

@@ -182,10 +182,14 @@ def _pipeline(args: argparse.Namespace) -> dict:
     else:
         result = run_pipeline_distributed(config, p, m, args.micro_batch_size, args.seq_len, args.schedule)
         timeline, seconds = result["timeline"], min(result["step_seconds"])
+    cores = os.cpu_count() or 1
+    shared = (f"{p} 个进程共用 {cores} 个 CPU 核：每个进程分不到一个核，测到的气泡比公式大得多"
+              if args.run == "distributed" and p > cores else None)
     return {**report, "run": args.run, "bubble_fraction": timeline.idle_fraction, "step_time": seconds,
             "step_time_unit": "seconds", "peak_in_flight": timeline.peak_in_flight(),
             "model": {"n_layer": config.n_layer, "d_model": config.d_model,
-                      "micro_batch_size": args.micro_batch_size, "seq_len": args.seq_len}}
+                      "micro_batch_size": args.micro_batch_size, "seq_len": args.seq_len},
+            "warning": shared}
 
 
 def _pipeline_text(report: dict) -> str:
@@ -196,6 +200,7 @@ def _pipeline_text(report: dict) -> str:
         f"bubble_fraction  {report['bubble_fraction']:.3f}  (formula (p-1)/(m+p-1) = {report['bubble_fraction_formula']:.3f})",
         f"step time        {report['step_time']:.4g} {unit}",
         f"peak in flight   {report['peak_in_flight']} micro-batches per stage",
+        *([f"warning          {report['warning']}"] if report.get("warning") else []),
     ])
 
 

@@ -64,14 +64,12 @@ _CHOICES = "auto, cpu, cuda, cuda:N, npu, npu:N"
 _NAME_RE = re.compile(r"^(auto|cpu|cuda|npu)(?::(\d+))?$")
 
 _NPU_HELP = (
-    "Install the Ascend PyTorch adapter matching your torch version "
-    "(pip install torch-npu==<torch version>), install the CANN toolkit and load it with "
-    "'source /usr/local/Ascend/ascend-toolkit/set_env.sh' before starting Python. "
-    "Check the cards with 'npu-smi info'."
+    "请安装与 torch 版本一致的昇腾适配包（pip install torch-npu==<torch 版本>），安装 CANN 工具包，"
+    "并在启动 Python 之前运行 'source /usr/local/Ascend/ascend-toolkit/set_env.sh'；用 'npu-smi info' 查看卡。"
 )
 _CUDA_HELP = (
-    "Install a CUDA build of torch (see https://pytorch.org/get-started/locally/) and check "
-    "the driver with 'nvidia-smi'. Use device 'cpu' or 'auto' to run without a GPU."
+    "请安装带 CUDA 的 torch（见 https://pytorch.org/get-started/locally/），用 'nvidia-smi' 检查驱动；"
+    "没有 GPU 时用设备 'cpu' 或 'auto'。"
 )
 
 
@@ -85,9 +83,9 @@ def _import_torch_npu() -> ModuleType:
     try:
         return importlib.import_module("torch_npu")
     except ImportError as exc:
-        raise RuntimeError(f"device 'npu' needs torch_npu, which failed to import ({exc}). {_NPU_HELP}") from exc
+        raise RuntimeError(f"设备 'npu' 需要 torch_npu，但导入失败（{exc}）。{_NPU_HELP}") from exc
     except Exception as exc:  # a broken CANN setup surfaces as OSError/RuntimeError, not ImportError
-        raise RuntimeError(f"torch_npu is installed but failed to load ({exc!r}). {_NPU_HELP}") from exc
+        raise RuntimeError(f"torch_npu 已安装但加载失败（{exc!r}）。{_NPU_HELP}") from exc
 
 
 def _npu_usable() -> bool:
@@ -106,7 +104,7 @@ def _npu_usable() -> bool:
 
 def _check_index(kind: str, index: int | None, count: int) -> None:
     if index is not None and index >= count:
-        raise RuntimeError(f"device '{kind}:{index}' requested but only {count} {kind} device(s) are visible")
+        raise RuntimeError(f"设备 '{kind}:{index}'：只看得到 {count} 个 {kind} 设备")
 
 
 def select_device(prefer: str | None = None) -> torch.device:
@@ -126,7 +124,7 @@ def select_device(prefer: str | None = None) -> torch.device:
     name = prefer.strip().lower() or "auto"
     match = _NAME_RE.match(name)
     if match is None or (match.group(1) in ("auto", "cpu") and match.group(2) is not None):
-        raise ValueError(f"unknown device {prefer!r} (from {source}); choose one of: {_CHOICES}")
+        raise ValueError(f"device = {prefer!r}（来自 {source}）：未知设备，可选 {_CHOICES}")
     kind = match.group(1)
     index = int(match.group(2)) if match.group(2) is not None else None
 
@@ -140,7 +138,7 @@ def select_device(prefer: str | None = None) -> torch.device:
         return torch.device("cpu")
     if kind == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError(f"device {name!r} requested but torch.cuda.is_available() is False. {_CUDA_HELP}")
+            raise RuntimeError(f"设备 {name!r}：torch.cuda.is_available() 为 False。{_CUDA_HELP}")
         _check_index("cuda", index, torch.cuda.device_count())
         return torch.device("cuda", index) if index is not None else torch.device("cuda")
     # kind == "npu"
@@ -148,8 +146,8 @@ def select_device(prefer: str | None = None) -> torch.device:
     npu = getattr(torch, "npu", None)
     if npu is None or not npu.is_available():
         raise RuntimeError(
-            f"device {name!r} requested and torch_npu imported, but torch.npu.is_available() is False "
-            f"(no card visible, or CANN not loaded). {_NPU_HELP}"
+            f"设备 {name!r}：torch_npu 已导入，但 torch.npu.is_available() 为 False"
+            f"（看不到卡，或 CANN 没有加载）。{_NPU_HELP}"
         )
     _check_index("npu", index, npu.device_count())
     return torch.device("npu", index) if index is not None else torch.device("npu")
@@ -184,7 +182,7 @@ def accelerator_module(device: torch.device) -> ModuleType | None:
         return None
     module = getattr(torch, device.type, None)
     if module is None:
-        raise RuntimeError(f"torch has no module torch.{device.type}; is its backend installed?")
+        raise RuntimeError(f"torch 没有 torch.{device.type} 模块：这个后端装了吗？")
     return module
 
 

@@ -126,10 +126,10 @@ def minibatch_error(
 def noise_scale_simple(per_sample: torch.Tensor) -> float:
     """B_simple = tr(Σ)/‖G‖² from per-sample gradients [N, num_params] (population form of Σ)."""
     if per_sample.dim() != 2 or per_sample.shape[0] < 2:
-        raise ValueError(f"per_sample has shape {tuple(per_sample.shape)}: need [N, num_params] with N ≥ 2")
+        raise ValueError(f"per_sample 的形状是 {tuple(per_sample.shape)}：需要 [N, num_params]，且 N ≥ 2")
     g_sq = float(per_sample.double().mean(dim=0).pow(2).sum())
     if g_sq == 0.0:
-        raise ValueError("‖G‖² = 0 (a stationary point): the noise scale tr(Σ)/‖G‖² is undefined")
+        raise ValueError("‖G‖² = 0（驻点）：噪声尺度 tr(Σ)/‖G‖² 没有定义")
     return gradient_trace_cov(per_sample) / g_sq
 
 
@@ -166,10 +166,9 @@ def noise_scale_from_batches(
     for name, value in (("b_small", b_small), ("b_big", b_big), ("num_pairs", num_pairs)):
         whole(name, value)
     if b_big <= b_small or b_big % b_small:
-        raise ValueError(f"b_big = {b_big} must be a multiple of b_small = {b_small} larger than it "
-                         "(the big batch is made of whole replicas)")
+        raise ValueError(f"b_big = {b_big}：必须是 b_small = {b_small} 的倍数且大于它（大批次由整数个副本组成）")
     if b_big > n:
-        raise ValueError(f"b_big = {b_big} exceeds the {n} samples in data")
+        raise ValueError(f"b_big = {b_big} 超过了 data 的样本数 {n}")
     replicas = b_big // b_small
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
@@ -215,14 +214,14 @@ def gradient_cloud(
     coordinates, (‖G‖, 0)), ``num_samples`` and ``captured`` (the share of tr Σ lying in the plane).
     """
     if per_sample.dim() != 2 or per_sample.shape[0] < 2:
-        raise ValueError(f"per_sample has shape {tuple(per_sample.shape)}: need [N, num_params] with N ≥ 2")
+        raise ValueError(f"per_sample 的形状是 {tuple(per_sample.shape)}：需要 [N, num_params]，且 N ≥ 2")
     n = per_sample.shape[0]
     _check_draws(n, batch_sizes, num_draws)
     # Everything below is an inner product of samples, so the N×N Gram matrix M = g gᵀ suffices.
     g = _Gram(per_sample)
     gram, g_dot, full_sq = g.gram, g.g_dot, g.full_sq
     if full_sq <= 0.0:
-        raise ValueError("‖G‖ = 0: the direction e1 = G/‖G‖ is undefined")
+        raise ValueError("‖G‖ = 0：方向 e1 = G/‖G‖ 没有定义")
     full_norm = full_sq ** 0.5
     along_e1 = (g_dot - full_sq) / full_norm        # a_i = (g_i − G) · e1
     centred = gram - g_dot[:, None] - g_dot[None, :] + full_sq   # (g_i − G) · (g_j − G)

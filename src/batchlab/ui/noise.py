@@ -51,8 +51,7 @@ def _batch_index(batch_sizes: list[int], batch_size: int, what: str) -> int:
     try:
         return list(batch_sizes).index(batch_size)
     except ValueError:
-        raise ValueError(f"batch size {batch_size!r} is not among the {what}'s batch sizes "
-                         f"{list(batch_sizes)}") from None
+        raise ValueError(f"batch_size = {batch_size!r}：不在{what}的批大小 {list(batch_sizes)} 之中") from None
 
 
 def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) -> "Figure":
@@ -64,7 +63,7 @@ def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) 
     artists or ticks, which keeps an interactive redraw cheap."""
     import numpy as np
 
-    i = _batch_index(cloud["batch_sizes"], batch_size, "cloud")
+    i = _batch_index(cloud["batch_sizes"], batch_size, "梯度云")
     pts = cloud["points"][i]
     title = f"B = {batch_size}：{len(pts)} 个小批量梯度估计的散布"
     state = getattr(ax, "_batchlab_cloud", None)
@@ -105,7 +104,7 @@ def plot_variance_curve(stats: dict, batch_size: int, ax: "Axes | None" = None) 
     :func:`batchlab.measure.noise.minibatch_error`; B = N (zero error) cannot sit on a log axis and is left out.
 
     Called again on the same ``ax`` with the same ``stats``, it only moves the marker."""
-    i = _batch_index(stats["batch_sizes"], batch_size, "stats")
+    i = _batch_index(stats["batch_sizes"], batch_size, " stats ")
     keep = [j for j, e in enumerate(stats["sq_error_theory"]) if e > 0]
     # The marker sits on the measured point; at B = N it goes to the bottom edge of the plot.
     y_mark = stats["sq_error"][i] if i in keep else None
@@ -190,13 +189,13 @@ class NoiseExplorer(widgets.VBox):
         sizes = list(cloud["batch_sizes"])
         missing = [b for b in sizes if b not in stats["batch_sizes"]]
         if missing:
-            raise ValueError(f"batch sizes {missing} of the cloud have no entry in stats "
-                             f"(stats has {list(stats['batch_sizes'])}): compute both for the same sizes")
+            raise ValueError(f"梯度云的批大小 {missing} 在 stats 里没有（stats 有 {list(stats['batch_sizes'])}）："
+                             "请用同一组批大小计算两者")
         one_of("lr_rule", lr_rule, LR_RULES)
         self.cloud, self.stats = cloud, stats
         start = batch_size if batch_size is not None else (base_batch if base_batch in sizes else sizes[0])
         if start not in sizes:
-            raise ValueError(f"batch_size = {start!r} is not among the precomputed sizes {sizes}")
+            raise ValueError(f"batch_size = {start!r}：不在预先算好的批大小 {sizes} 之中")
         style = {"description_width": "110px"}
         self.controls = {
             "batch_size": widgets.SelectionSlider(options=sizes, value=start, description="批大小 B",
