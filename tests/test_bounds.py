@@ -4,8 +4,10 @@ in; for each explorer control, its own bounds and values between. Each case is t
 from __future__ import annotations
 
 import signal
+import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 import torch  # noqa: F401  (imported once here: the cases time what a value costs, not torch's import)
@@ -13,20 +15,25 @@ import torch  # noqa: F401  (imported once here: the cases time what a value cos
 from batchlab.apps.cli import main
 
 SECONDS = 5.0
+# A class that handed in one non-notebook: grading it starts no kernel, so only the flags are timed.
+CLASS = tempfile.mkdtemp(prefix="batchlab-bounds-")
+Path(CLASS, "li.docx").write_bytes(b"PK\x03\x04")
 HOSTILE = ["0", "-1", "1", "3", "7", "1000", str(2**31), str(2**63), "1e30", "1e-10", "nan", "inf", "-inf", "abc"]
 BASE = {
     "plan": ["--global-batch", "64", "--micro-batch", "2", "--pipeline-stages", "4", "--data-parallel", "2"],
     "tune": ["--global-batch", "64", "--pipeline-stages", "4", "--data-parallel", "2"],
     "pipeline": ["--stages", "4", "--micro-batches", "8"],
     "bench-matmul": ["--m", "1", "2", "--k", "256", "--n", "256", "--repeats", "2", "--min-seconds", "0.001"],
+    "grade": [CLASS],
 }
 FLAGS = {
     "plan": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len", "--grad-accum",
              "--device-memory-gb", "--tokens-per-second", "--peak-tflops"],
     "tune": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len",
              "--device-memory-gb", "--peak-tflops", "--bandwidth-tbs"],
-    "pipeline": ["--stages", "--micro-batches", "--micro-batch-size", "--seq-len", "--d-model"],
+    "pipeline": ["--stages", "--micro-batches", "--micro-batch-size", "--seq-len", "--d-model", "--timeout"],
     "bench-matmul": ["--m", "--k", "--n", "--repeats", "--min-seconds"],
+    "grade": ["--timeout"],
 }
 CASES = [(command, flag, value) for command, flags in FLAGS.items() for flag in flags for value in HOSTILE]
 
@@ -91,15 +98,35 @@ def test_a_closed_pipe_is_no_error(tmp_path):
     assert proc.returncode == 0 and proc.stderr == "" and proc.stdout.startswith("model")
 
 
+_NOISE: dict = {}
+
+
+def _noise_data():
+    """A gradient cloud and its statistics from a tiny GPT (measured once; the explorer only reads them)."""
+    if not _NOISE:
+        from batchlab.formulas.presets import get_config
+        from batchlab.measure.data import make_corpus
+        from batchlab.measure.model import GPT
+        from batchlab.measure.noise import gradient_cloud, minibatch_error, per_sample_grads
+
+        data = make_corpus(64, 16, seed=1)
+        grads = per_sample_grads(GPT(get_config("tiny")), data.inputs, data.targets, chunk_size=32)
+        sizes = [1, 2, 4, 8, 16, 32, 64]
+        _NOISE.update(cloud=gradient_cloud(grads, sizes, num_draws=50, seed=0),
+                      stats=minibatch_error(grads, sizes, 50, 0))
+    return _NOISE["cloud"], _NOISE["stats"]
+
+
 def _explorers():
     from batchlab.formulas.roofline import RateCurve
     from batchlab.ui.batch import BatchCalculator
     from batchlab.ui.memory import MemoryExplorer
+    from batchlab.ui.noise import NoiseExplorer
     from batchlab.ui.pipeline import TradeoffExplorer
 
     curve = RateCurve((1024, 2048, 4096, 8192), (1e12, 2e12, 2.5e12, 2.6e12), "test")
     return {"BatchCalculator": BatchCalculator, "MemoryExplorer": MemoryExplorer,
-            "TradeoffExplorer": lambda: TradeoffExplorer(curve)}
+            "TradeoffExplorer": lambda: TradeoffExplorer(curve), "NoiseExplorer": lambda: NoiseExplorer(*_noise_data())}
 
 
 def _values(control) -> list:
@@ -109,11 +136,11 @@ def _values(control) -> list:
     if hasattr(control, "max") and control.max is not None:
         low, high = control.min, control.max
         middle = type(high)((low + high) / 2)
-        return [high, middle, low, 7 if isinstance(high, int) else 0.5]
+        return [high, middle, low, 7 if isinstance(high, int) else type(high)(low + 0.5 * (high - low) / 3)]
     return []
 
 
-@pytest.mark.parametrize("name", ["BatchCalculator", "MemoryExplorer", "TradeoffExplorer"])
+@pytest.mark.parametrize("name", ["BatchCalculator", "MemoryExplorer", "TradeoffExplorer", "NoiseExplorer"])
 def test_every_control_value_answers_in_seconds(name):
     """Each control at its own bounds and between them: the explorer redraws or shows one message."""
     with warnings.catch_warnings():

@@ -147,7 +147,7 @@ def test_status_names_the_cells_and_keeps_a_cascade_short():
 
 @pytest.mark.parametrize("args, reason", [
     (["no/such/dir"], "DIR = 'no/such/dir'：不是一个存在的文件夹"),
-    ([str(FIXTURES), "--timeout", "0"], "timeout = 0：必须是有限的正数"),
+    ([str(FIXTURES), "--timeout", "0"], "timeout = 0：必须在 1 到 86,400 之间"),
     ([str(FIXTURES), "--csv", "no/such/dir/grades.csv"], "--csv 'no/such/dir/grades.csv'：文件夹 '"),
     ([str(FIXTURES), "--csv", str(FIXTURES / "all_correct.ipynb")], "：不能写进提交文件夹"),
     ([str(FIXTURES), "--chapter", "4.9"], "--chapter 4.9：没有这一章的练习"),

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 from batchlab.apps import job_commands
 from batchlab.apps.grade import (DEFAULT_TIMEOUT_S, assignment_exercises, check_csv_target, grade_class,
                                  grade_table, table_text, write_csv)
-from batchlab.formulas.checks import at_most, positive
+from batchlab.formulas.checks import at_most, between
 from batchlab.formulas.job import LIMITS
 from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, check_runnable,
                                                   in_flight_microbatches, pipeline_timeline, simulable)
@@ -142,6 +142,8 @@ def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--micro-batch-size", type=int, default=4, help="sequences per micro-batch when run (default 4)")
     parser.add_argument("--seq-len", type=int, default=64, help="tokens per sequence when run (default 64)")
     parser.add_argument("--d-model", type=int, default=128, help="width of the GPT that is run (default 128)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds a distributed run may take, start-up included (default 120)")
 
 
 RUN_FLOPS = 2 * 10**10
@@ -180,7 +182,8 @@ def _pipeline(args: argparse.Namespace) -> dict:
         result = run_pipeline_local(GPT(config), inputs, targets, p, m, args.schedule)
         timeline, seconds = result["replayed"], result["replayed"].makespan
     else:
-        result = run_pipeline_distributed(config, p, m, args.micro_batch_size, args.seq_len, args.schedule)
+        result = run_pipeline_distributed(config, p, m, args.micro_batch_size, args.seq_len, args.schedule,
+                                          timeout=between("timeout", args.timeout, 1, 3600))
         timeline, seconds = result["timeline"], min(result["step_seconds"])
     cores = os.cpu_count() or 1
     shared = (f"{p} 个进程共用 {cores} 个 CPU 核：每个进程分不到一个核，测到的气泡比公式大得多"
@@ -221,7 +224,8 @@ def _grade(args: argparse.Namespace) -> dict:
     directory = Path(args.directory)
     if not directory.is_dir():
         raise ValueError(f"DIR = {args.directory!r}：不是一个存在的文件夹")
-    timeout = int(positive("timeout", args.timeout))  # whole seconds: nbclient's limit is an integer
+    # whole seconds (nbclient's limit is an integer), at most a day: a cell is a student's exercise
+    timeout = int(between("timeout", args.timeout, 1, 24 * 3600))
     csv_path = None if args.csv is None else Path(args.csv)
     if csv_path is not None:  # say so before minutes of grading
         check_csv_target(csv_path, directory)

@@ -182,10 +182,10 @@ def _right(exercise_id: str, answer: Any) -> bool:
         return False
 
 
-def sandbox_argv(work: Path) -> list[str]:
+def sandbox_argv(work: Path, cpu_seconds: int = 24 * 3600) -> list[str]:
     """The command that starts a grading kernel: bubblewrap with a read-only root, ``work`` writable,
     a private /tmp, no network, its own PID namespace (all of it dies with the kernel), limits on file
-    size and address space, running this Python's ipykernel with history off. Raises RuntimeError without bubblewrap."""
+    size, address space and CPU time (``cpu_seconds``), running this Python's ipykernel with history off. Raises RuntimeError without bubblewrap."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise RuntimeError("批改学生的代码需要沙箱 bubblewrap：请先安装（Debian/Ubuntu：apt-get install bubblewrap）")
@@ -195,12 +195,12 @@ def sandbox_argv(work: Path) -> list[str]:
             # the kernel's parent is outside the namespace: its "parent died" poller must not run
             "--unsetenv", "JPY_PARENT_PID", "--setenv", "IPYTHONDIR", str(work / ".ipython"),
             "--setenv", "HOME", str(work), "--setenv", "MPLCONFIGDIR", str(work / ".matplotlib"),
-            "prlimit", f"--fsize={MAX_FILE_BYTES}", f"--as={MAX_MEMORY_BYTES}", "--",
+            "prlimit", f"--fsize={MAX_FILE_BYTES}", f"--as={MAX_MEMORY_BYTES}", f"--cpu={cpu_seconds}", "--",
             sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
             "--HistoryManager.enabled=False"]
 
 
-def _kernel_manager(work: Path) -> Any:
+def _kernel_manager(work: Path, cpu_seconds: int) -> Any:
     """A manager for a sandboxed kernel of this Python (whatever kernelspec the notebook names, as nbval's
     --nbval-current-env does: students' notebooks import the instructor's batchlab), talking over Unix
     sockets in ``work`` since the sandbox has no network."""
@@ -208,7 +208,7 @@ def _kernel_manager(work: Path) -> Any:
     from jupyter_client import AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
-    argv = sandbox_argv(work)
+    argv = sandbox_argv(work, cpu_seconds)
 
     class Sandboxed(KernelSpecManager):
         def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
@@ -266,7 +266,9 @@ def _run(notebook: Any, work: Path, timeout: int) -> tuple[str, list[Any]]:
             raise _Abandoned
 
     client = NotebookClient(
-        notebook, km=_kernel_manager(work),
+        # CPU time: every cell at its limit on two threads, and the start; a runaway that escapes the
+        # per-cell timeout (threads it started, say) is killed by SIGXCPU and its row says the kernel died.
+        notebook, km=_kernel_manager(work, 2 * timeout * (last + 2) + 60),
         timeout=timeout, allow_errors=True, interrupt_on_timeout=True,
         # Do not wait here for an interrupted cell's reply: _stopped gives it INTERRUPT_GRACE_S.
         error_on_timeout={"ename": _TIMED_OUT, "evalue": "", "traceback": []},
