@@ -95,6 +95,8 @@ def _device_text(info: dict) -> str:
 
 # ── bench-matmul ─────────────────────────────────────────────────────────────────────────────────
 
+CLI_BENCH_SECONDS = 5.0
+"""The longest benchmark the CLI starts (estimated before the samples; the default takes 1–3 s here)."""
 _BENCH_MS = (1, 2, 4, 8, 16, 32, 64, 128)  # = measure.matmul.DEFAULT_MS, repeated so --help needs no torch
 
 
@@ -115,7 +117,8 @@ def _bench_matmul(args: argparse.Namespace) -> dict:
     element_bytes(args.dtype)  # a dtype typo answers before torch loads (seconds on a laptop)
     from batchlab.measure.matmul import bench_matmul, efficiency  # torch only for the commands that need it
 
-    report = bench_matmul(args.m, args.k, args.n, args.dtype, args.device, args.repeats, args.min_seconds)
+    report = bench_matmul(args.m, args.k, args.n, args.dtype, args.device, args.repeats, args.min_seconds,
+                          max_seconds=CLI_BENCH_SECONDS)
     report["fraction_of_best"] = efficiency(report["results"])
     return report
 

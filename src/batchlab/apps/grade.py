@@ -190,7 +190,7 @@ def sandbox_argv(work: Path, cpu_seconds: int = 24 * 3600) -> list[str]:
     if bwrap is None:
         raise RuntimeError("批改学生的代码需要沙箱 bubblewrap：请先安装（Debian/Ubuntu：apt-get install bubblewrap）")
     return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--bind", str(work), str(work), "--chdir", str(work),
+            *_python_under_tmp(), "--bind", str(work), str(work), "--chdir", str(work),
             "--unshare-net", "--unshare-pid", "--die-with-parent",
             # the kernel's parent is outside the namespace: its "parent died" poller must not run
             "--unsetenv", "JPY_PARENT_PID", "--setenv", "IPYTHONDIR", str(work / ".ipython"),
@@ -198,6 +198,15 @@ def sandbox_argv(work: Path, cpu_seconds: int = 24 * 3600) -> list[str]:
             "prlimit", f"--fsize={MAX_FILE_BYTES}", f"--as={MAX_MEMORY_BYTES}", f"--cpu={cpu_seconds}", "--",
             sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
             "--HistoryManager.enabled=False"]
+
+
+def _python_under_tmp() -> list[str]:
+    """Read-only binds for this Python's environment and import paths that live under /tmp (a CI checkout,
+    say), which the sandbox's private /tmp would otherwise hide from the kernel."""
+    tmp = Path(tempfile.gettempdir()).resolve()
+    paths = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, *sys.path) if p and Path(p).exists()}
+    under = sorted(p for p in paths if p.is_relative_to(tmp) and p != tmp)
+    return [arg for p in under for arg in ("--ro-bind", str(p), str(p))]
 
 
 def _kernel_manager(work: Path, cpu_seconds: int) -> Any:

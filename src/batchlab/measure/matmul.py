@@ -33,8 +33,9 @@ MAX_DIM = 65_536
 """The largest m, k or n a benchmark takes."""
 MAX_CALL_FLOPS = 10**11
 """The most FLOPs one timed call may take: about a second on a laptop core, far less on an accelerator."""
-MAX_BENCH_SECONDS = 4.0
-"""A benchmark whose samples would take longer than this (estimated from one timed call) is refused."""
+MAX_BENCH_SECONDS = 60.0
+"""By default, a benchmark whose samples would take longer than this (estimated from one timed call per
+m) is refused; the CLI, which answers within seconds, passes a tighter ``max_seconds``."""
 _MAX_CALLS = 1 << 20  # a ceiling for the calibration, far above any real need
 
 
@@ -110,8 +111,8 @@ def _seconds_per_call(fn: Callable[[], object], device: torch.device, repeats: i
 
 
 def _check_duration(weight: torch.Tensor, ms: Sequence[int], generator: torch.Generator, dtype: torch.dtype,
-                    device: torch.device, repeats: int, min_seconds: float) -> None:
-    """Time one call per m and refuse a benchmark whose samples would run past MAX_BENCH_SECONDS."""
+                    device: torch.device, repeats: int, min_seconds: float, max_seconds: float) -> None:
+    """Time one call per m and refuse a benchmark whose samples would run past ``max_seconds``."""
     calls = []
     for m in sorted(set(ms), reverse=True):
         a = _random((m, weight.shape[0]), generator, dtype, device)
@@ -122,13 +123,14 @@ def _check_duration(weight: torch.Tensor, ms: Sequence[int], generator: torch.Ge
         calls.append(timing.seconds)
     # each m: its samples plus the calibration that finds how many calls fill min_seconds (≈ one sample)
     estimate = (repeats + 1) * sum(max(min_seconds, seconds) for seconds in calls) * len(ms) / len(calls)
-    if estimate > MAX_BENCH_SECONDS:
+    if estimate > max_seconds:
         raise ValueError(f"(repeats + 1) × Σ max(min_seconds, 一次调用的时间) ≈ {estimate:.3g} s：超过了上限 "
-                         f"{MAX_BENCH_SECONDS:g} s，请减少 repeats、m 的个数或 min_seconds")
+                         f"{max_seconds:g} s，请减少 repeats、m 的个数或 min_seconds")
 
 
 def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, dtype: str = "float32",
-                 device: torch.device | str | None = None, repeats: int = 5, min_seconds: float = 0.01) -> dict:
+                 device: torch.device | str | None = None, repeats: int = 5, min_seconds: float = 0.01,
+                 max_seconds: float = MAX_BENCH_SECONDS) -> dict:
     """Time ``[m, k] × [k, n]`` for every ``m`` in ``ms`` on ``device`` (default: :func:`select_device`).
 
     Returns ``{"device", "device_name", "dtype", "threads", "repeats", "min_seconds", "results"}`` with one
@@ -136,8 +138,9 @@ def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, d
     samples. The ``[k, n]`` matrix (the weight) is shared by all rows, as in a layer.
 
     Raises:
-        ValueError: a size, ``repeats`` or ``min_seconds`` out of range, a dtype other than
-            ``float32``/``bfloat16``/``float16``, or one the device cannot multiply in.
+        ValueError: a size, ``repeats`` or ``min_seconds`` out of range, shapes that do not fit half the
+            device's free memory or exceed MAX_CALL_FLOPS, an estimated duration over ``max_seconds``, a dtype
+            other than ``float32``/``bfloat16``/``float16``, or one the device cannot multiply in.
     """
     one_of("dtype", dtype, DTYPES)  # before touching the device: a typo answers instantly
     ms = [at_most("m", whole("m", m), MAX_DIM, "上限") for m in ms]
@@ -155,7 +158,7 @@ def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, d
 
     generator = torch.Generator().manual_seed(SEED)
     weight = _random((k, n), generator, torch_dtype, device)
-    _check_duration(weight, ms, generator, torch_dtype, device, repeats, min_seconds)
+    _check_duration(weight, ms, generator, torch_dtype, device, repeats, min_seconds, max_seconds)
     results = []
     for m in ms:
         a = _random((m, k), generator, torch_dtype, device)
