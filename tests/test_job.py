@@ -16,6 +16,7 @@ from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
 
 CASE = CASE_STUDY.job
+CASE_STUDY_TUNED_JOB = replace(CASE, micro_batch_size=4)
 XL = get_config("gpt2-xl")
 LOW = DEVICE_PRESETS["ascend-910b"].curve(XL, "low")
 HIGH = DEVICE_PRESETS["ascend-910b"].curve(XL, "high")
@@ -52,8 +53,6 @@ def test_what_a_job_derives():
     # a variant is a new record; equality is by the chosen fields only
     assert replace(CASE, micro_batch_size=4) == CASE_STUDY_TUNED_JOB and replace(CASE, micro_batch_size=4) != CASE
 
-
-CASE_STUDY_TUNED_JOB = replace(CASE, micro_batch_size=4)
 
 
 class CallCounter:

@@ -82,10 +82,10 @@ class Job:
         if not isinstance(self.model, GPTConfig):
             raise ValueError(f"model = {self.model!r}：必须是 GPTConfig（batchlab.formulas.presets.get_config）")
         check_seq_len(self.model, self.seq_len)
-        for name in ("global_batch", "micro_batch_size", "data_parallel"):
-            at_most(name, whole(name, getattr(self, name)), int(LIMITS[name][1]), "上限")
         plan = plan_batch(self.micro_batch_size, self.pipeline_stages, self.data_parallel,
-                          global_batch=self.global_batch)
+                          global_batch=self.global_batch)  # whole numbers, and m = G / (b · d) whole
+        for name in ("global_batch", "micro_batch_size", "data_parallel"):
+            at_most(name, getattr(self, name), int(LIMITS[name][1]), "上限")
         stages = partition_layers(self.model, self.pipeline_stages, self.partition)
         check_runnable(self.schedule, self.pipeline_stages, plan.num_microbatches)
         one_of("recompute", self.recompute, RECOMPUTE_MODES)
