@@ -28,9 +28,9 @@ BASE = {
 }
 FLAGS = {
     "plan": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len", "--grad-accum",
-             "--device-memory-gb", "--tokens-per-second", "--peak-tflops"],
+             "--device-memory-gib", "--tokens-per-second", "--peak-tflops"],
     "tune": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len",
-             "--device-memory-gb", "--peak-tflops", "--bandwidth-tbs"],
+             "--device-memory-gib", "--peak-tflops", "--bandwidth-tbs"],
     "pipeline": ["--stages", "--micro-batches", "--micro-batch-size", "--seq-len", "--d-model", "--timeout"],
     "bench-matmul": ["--m", "--k", "--n", "--repeats", "--min-seconds"],
     "grade": ["--timeout"],

@@ -106,7 +106,7 @@ def test_memory_flags_change_the_answer(capsys):
     full = run_json(CASE + ["--micro-batch", "2", "--recompute", "full"], capsys)
     zero = run_json(CASE + ["--micro-batch", "2", "--zero1"], capsys)
     fp32 = run_json(CASE + ["--micro-batch", "2", "--precision", "fp32"], capsys)
-    small = run_json(CASE + ["--micro-batch", "2", "--device-memory-gb", "16"], capsys)
+    small = run_json(CASE + ["--micro-batch", "2", "--device-memory-gib", "16"], capsys)
     assert gpipe["in_flight_microbatches"] == [16] * 4 and base["in_flight_microbatches"] == [4, 3, 2, 1]
     assert gpipe["peak_memory_fraction"] > base["peak_memory_fraction"] > full["peak_memory_fraction"]
     assert zero["model_state_bytes_per_stage"][1] < base["model_state_bytes_per_stage"][1]
@@ -119,8 +119,8 @@ def test_memory_flags_change_the_answer(capsys):
 @pytest.mark.parametrize("args, reason", [
     (["--recompute", "partial"], "--recompute = 'partial'：只能取 'none', 'selective', 'full' 之一"),
     (["--schedule", "zb"], "--schedule = 'zb'：只能取"),
-    (["--device-memory-gb", "0"], "device_memory_gib = 0.0：必须在 0.001 到 1,000,000 之间"),
-    (["--device-memory-gb", "1e308"], "device_memory_gib = 1e+308：必须在 0.001 到 1,000,000 之间"),
+    (["--device-memory-gib", "0"], "device_memory_gib = 0.0：必须在 0.001 到 1,000,000 之间"),
+    (["--device-memory-gib", "1e308"], "device_memory_gib = 1e+308：必须在 0.001 到 1,000,000 之间"),
     (["--global-batch", str(2**63)], "global_batch = 9223372036854775808 超过了 上限 = 1048576"),
     (["--precision", "fp8"], "--precision = 'fp8'：只能取"),
 ])

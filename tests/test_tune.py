@@ -171,7 +171,7 @@ def test_cli_tune_case_study(capsys):
     fast = run_json(TUNE + ["--peak-tflops", "376", "--bandwidth-tbs", "1.6", "--json"], capsys)
     assert fast["curve"]["peak_flops"] == 376e12 and fast["curve"]["bandwidth"] == 1.6e12
     assert fast["candidates"][0]["tokens_per_second"] > out["candidates"][0]["tokens_per_second"]
-    small = run_json(TUNE + ["--device-memory-gb", "8", "--json"], capsys)
+    small = run_json(TUNE + ["--device-memory-gib", "8", "--json"], capsys)
     assert small["recommended"] is None and small["suggestion"]
 
 
@@ -215,3 +215,21 @@ def test_plan_reports_mfu(capsys):
     assert "mfu " in capsys.readouterr().out
     assert main(PLAN + ["--tokens-per-second", "-1"]) == 2
     assert "tokens_per_second = -1.0" in capsys.readouterr().err
+
+
+def test_plan_and_tune_report_the_device_figures_they_assume(capsys):
+    """What an answer rests on travels with it: the preset end it names, or 自定义 for the reader's own figures."""
+    from batchlab.formulas.roofline import DEVICE_PRESETS
+
+    npu = DEVICE_PRESETS["ascend-910b"]
+    out = run_json(TUNE + ["--json"], capsys)
+    assert out["device"] == {"name": "Ascend 910B（低端）", "peak_flops": npu.peak_flops[0],
+                             "memory_bandwidth": npu.memory_bandwidth[0], "memory_bytes": 64 * 2**30}
+    high = run_json(TUNE + ["--peak-tflops", f"{npu.peak_flops[1] / 1e12:g}",
+                            "--bandwidth-tbs", f"{npu.memory_bandwidth[1] / 1e12:g}", "--json"], capsys)
+    assert high["device"]["name"] == "Ascend 910B（高端）"
+    own = run_json(TUNE + ["--peak-tflops", "123", "--device-memory-gib", "32", "--json"], capsys)
+    assert own["device"]["name"] == "自定义" and own["device"]["memory_bytes"] == 32 * 2**30
+    plan = run_json(["plan", "--global-batch", "64", "--micro-batch", "2", "--pipeline-stages", "4",
+                     "--data-parallel", "2", "--json"], capsys)
+    assert plan["device"] == {"name": "Ascend 910B（低端）", "peak_flops": npu.peak_flops[0], "memory_bytes": 64 * 2**30}

@@ -20,7 +20,7 @@ from batchlab.formulas.throughput import mfu, model_flops_per_token
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
 
-__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "job_arguments", "job_from_args", "plan_arguments", "plan",
+__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "job_arguments", "job_from_args", "device_figures", "plan_arguments", "plan",
            "plan_report", "plan_text", "tune_arguments", "tune_report", "tune_command", "tune_text"]
 
 _NPU = DEVICE_PRESETS["ascend-910b"]
@@ -53,7 +53,7 @@ def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool
     memory.add_argument("--optimizer", choices=list(OPTIMIZER_STATES), default="adam",
                         help="decides the optimizer-state bytes (default adam)")
     memory.add_argument("--zero1", action="store_true", help="shard optimizer states over data parallel (ZeRO-1)")
-    memory.add_argument("--device-memory-gb", type=float, default=DEVICE_MEMORY_GIB,
+    memory.add_argument("--device-memory-gib", type=float, default=DEVICE_MEMORY_GIB,
                         help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
 
 
@@ -64,7 +64,16 @@ def job_from_args(args: argparse.Namespace) -> Job:
                global_batch=args.global_batch, micro_batch_size=args.micro_batch,
                pipeline_stages=args.pipeline_stages, data_parallel=args.data_parallel, schedule=args.schedule,
                recompute=args.recompute, precision=args.precision, optimizer=args.optimizer, zero1=args.zero1,
-               device_memory_gib=args.device_memory_gb)
+               device_memory_gib=args.device_memory_gib)
+
+
+def device_figures(peak_flops: float, bandwidth: float | None, job: Job) -> dict:
+    """The device figures an answer rests on, named after the preset end they come from (or 自定义)."""
+    presets = (f"{p.name}（{end}）" for p in DEVICE_PRESETS.values() for i, end in enumerate(("低端", "高端"))
+               if peak_flops == p.peak_flops[i] and bandwidth in (None, p.memory_bandwidth[i]))
+    name = next(presets, "自定义")
+    figures = {"name": name, "peak_flops": peak_flops, "memory_bytes": job.device_memory_bytes}
+    return figures if bandwidth is None else {**figures, "memory_bandwidth": bandwidth}
 
 
 def _job_summary(job: Job) -> dict:
@@ -92,6 +101,7 @@ def plan_report(job: Job, stated_grad_accum: int | None = None, tokens_per_secon
         "model_flops_per_token": model_flops_per_token(job),
         "tokens_per_second": tokens_per_second,
         "peak_flops": peak_flops,
+        "device": device_figures(peak_flops, None, job),
         "mfu": None if tokens_per_second is None else mfu(tokens_per_second, job, peak_flops),
     }
 
@@ -165,6 +175,7 @@ def tune_report(job: Job, peak_flops: float = DEFAULT_PEAK_FLOPS, bandwidth: flo
         "data_parallel": job.data_parallel,
         "devices": job.devices,
         "device_memory_bytes": job.device_memory_bytes,
+        "device": device_figures(peak_flops, bandwidth, job),
         "curve": {"name": curve.name, "peak_flops": peak_flops, "bandwidth": bandwidth,
                   "rows": list(curve.rows), "flops_per_second": list(curve.flops_per_second)},
         **tune(job, curve),
@@ -194,6 +205,8 @@ def tune_text(report: dict) -> str:
         f"memory           {report['schedule']}, recompute {report['recompute']}, {report['precision']}, "
         f"{report['optimizer']}{' + ZeRO-1' if report['zero1'] else ''}, "
         f"{report['device_memory_bytes'] / GIB:g} GiB per device",
+        f"device           {report['device']['name']}: {report['device']['peak_flops'] / 1e12:g} TFLOP/s, "
+        f"{report['device']['memory_bandwidth'] / 1e12:g} TB/s",
         f"rate curve       {report['curve']['name']}",
         "",
         f"{'micro':>6} {'m':>4} {'bubble':>7} {'memory':>7} {'fits':>5} {'matmul eff':>10} {'tokens/s':>12}",
