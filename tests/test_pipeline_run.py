@@ -217,3 +217,25 @@ def test_command_line_under_torchrun():
     summary = json.loads(out.stdout)
     assert (summary["schedule"], summary["stages"], summary["micro_batches"]) == ("gpipe", 2, 4)
     assert len(summary["step_seconds"]) == 2
+
+
+@pytest.mark.slow
+def test_two_hosts_under_torchrun_give_the_accumulated_gradients(tmp_path):
+    """The multi-host path nothing else runs: two `torchrun --nnodes 2` launches on this machine, one rank
+    each, meeting at 127.0.0.1 (static rendezvous; the timeline aligned on barriers, not one clock)."""
+    from batchlab.measure.pipeline_distributed import free_port
+
+    port, grads = free_port(), tmp_path / "grads.pt"
+    common = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
+              "-m", "batchlab.measure.pipeline_torchrun", "--stages", "2", "--micro-batches", "4",
+              "--micro-batch-size", "2", "--n-layer", "2", "--seq-len", "8", "--schedule", "1f1b", "--device", "cpu",
+              "--grads", str(grads)]  # every rank sends its gradients; rank 0 saves them
+    hosts = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--node-rank", str(rank), *common],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    outs = [host.communicate(timeout=180) for host in hosts]
+    assert [host.returncode for host in hosts] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
+    summary = json.loads(outs[0][0])
+    assert (summary["stages"], summary["micro_batches"]) == (2, 4) and outs[1][0] == ""
+    config = get_config("tiny", n_layer=2)
+    x, y = pipeline_batch(config, 4, 2, 8)
+    assert_same_grads(torch.load(grads), accumulated_grads(config, x, y, 4))

@@ -30,6 +30,7 @@ import sys
 import time
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from batchlab.formulas.checks import whole
@@ -75,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default=None, help="cpu, cuda, npu（默认自动选择）")
     parser.add_argument("--backend", default=None, help="默认：gloo（cpu）、nccl（cuda）、hccl（npu）")
     parser.add_argument("--start-method", default="fork", help="不用 torchrun 时启动子进程的方式")
+    parser.add_argument("--grads", default=None, metavar="FILE",
+                        help="torchrun 下把最后一步的梯度汇总到 0 号进程并存成 FILE（torch.save；只适合小模型；"
+                             "每台机器都要给）")
     return parser
 
 
@@ -110,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         result = run_rank(rank, world, config, args.micro_batches, args.micro_batch_size, args.seq_len,
                            args.schedule, whole("steps", args.steps), args.seed, device)
         result["ready"] -= launched  # seconds since this process started its work
-        result.pop("grads")  # too large to gather in general; the summary does not need them
+        if args.grads is None:
+            result.pop("grads")  # too large to gather in general; the summary does not need them
         gathered = [None] * world if rank == 0 else None
         dist.gather_object(result, gathered, dst=0)
     finally:
@@ -118,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         one_host = int(os.environ.get("LOCAL_WORLD_SIZE", world)) == world
         for r in gathered:
-            r["grads"] = {}
+            r.setdefault("grads", {})
         merged = merge_ranks(gathered, args.schedule, args.micro_batches, align="clock" if one_host else "barrier")
+        if args.grads is not None:  # the tied wte.weight: both hosts' parts summed, as one process would have it
+            torch.save(merged["grads"], args.grads)
         merged["start_seconds"] = max(r["ready"] for r in gathered)
         print(json.dumps(_summary(merged, args), ensure_ascii=False, indent=1))
     return 0
