@@ -182,14 +182,19 @@ def _right(exercise_id: str, answer: Any) -> bool:
         return False
 
 
+def _bwrap() -> str:
+    """The bubblewrap executable, or RuntimeError: students' code never runs without the sandbox."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise RuntimeError("批改学生的代码需要沙箱 bubblewrap：请先安装（Debian/Ubuntu：apt-get install bubblewrap）")
+    return bwrap
+
+
 def sandbox_argv(work: Path, cpu_seconds: int = 24 * 3600) -> list[str]:
     """The command that starts a grading kernel: bubblewrap with a read-only root, ``work`` writable,
     a private /tmp, no network, its own PID namespace (all of it dies with the kernel), limits on file
     size, address space and CPU time (``cpu_seconds``), running this Python's ipykernel with history off. Raises RuntimeError without bubblewrap."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise RuntimeError("批改学生的代码需要沙箱 bubblewrap：请先安装（Debian/Ubuntu：apt-get install bubblewrap）")
-    return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+    return [_bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             *_python_under_tmp(), "--bind", str(work), str(work), "--chdir", str(work),
             "--unshare-net", "--unshare-pid", "--die-with-parent",
             # the kernel's parent is outside the namespace: its "parent died" poller must not run
@@ -317,8 +322,7 @@ def grade_class(directory: Path, timeout: int = DEFAULT_TIMEOUT_S, exclude: Sequ
     progress bar on stderr. Raises RuntimeError before any work when the sandbox is missing."""
     from tqdm import tqdm
 
-    with tempfile.TemporaryDirectory() as probe:
-        sandbox_argv(Path(probe))
+    _bwrap()  # refuse before any work
     files = submissions(directory, exclude)
     grades = []
     with tqdm(files, desc="批改", unit="份", disable=not progress) as bar:

@@ -20,8 +20,9 @@ from batchlab.formulas.throughput import mfu, model_flops_per_token
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
 
-__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "job_arguments", "job_from_args", "device_figures", "plan_arguments", "plan",
-           "plan_report", "plan_text", "tune_arguments", "tune_report", "tune_command", "tune_text"]
+__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "job_arguments", "job_from_args", "device_figures",
+           "plan_arguments", "plan", "plan_report", "plan_text", "tune_arguments", "tune_report", "tune_command",
+           "tune_text"]
 
 _NPU = DEVICE_PRESETS["ascend-910b"]
 DEFAULT_PEAK_FLOPS = _NPU.peak_flops[0]

@@ -27,7 +27,7 @@ GIB = 2**30
 DEVICE_MEMORY_GIB = 64.0
 """An Ascend 910B card's HBM: npu-smi reports 65536 MB (MiB units), i.e. 64 GiB."""
 
-LIMITS: dict[str, tuple[float, float]] = {
+LIMITS: dict[str, tuple[int | float, int | float]] = {
     "global_batch": (1, 2**20),
     "micro_batch_size": (1, 2**16),
     "data_parallel": (1, 2**16),
@@ -85,7 +85,7 @@ class Job:
         plan = plan_batch(self.micro_batch_size, self.pipeline_stages, self.data_parallel,
                           global_batch=self.global_batch)  # whole numbers, and m = G / (b · d) whole
         for name in ("global_batch", "micro_batch_size", "data_parallel"):
-            at_most(name, getattr(self, name), int(LIMITS[name][1]), "上限")
+            at_most(name, getattr(self, name), LIMITS[name][1], "上限")
         stages = partition_layers(self.model, self.pipeline_stages, self.partition)
         check_runnable(self.schedule, self.pipeline_stages, plan.num_microbatches)
         one_of("recompute", self.recompute, RECOMPUTE_MODES)

@@ -34,7 +34,7 @@ def _candidates(job: Job, curve: RateCurve, **changes: object) -> list[dict]:
     p = changes.get("pipeline_stages", job.pipeline_stages)
     per_replica = job.global_batch // job.data_parallel
     rows = []
-    for b in range(1, min(per_replica, int(LIMITS["micro_batch_size"][1])) + 1):
+    for b in range(1, min(per_replica, LIMITS["micro_batch_size"][1]) + 1):
         if per_replica % b or not runnable(job.schedule, p, per_replica // b):
             continue  # not a whole number of micro-batches, or 1F1B with m < p: no runtime of 4.4 runs it
         candidate = replace(job, micro_batch_size=b, **changes)

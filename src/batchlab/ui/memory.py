@@ -209,9 +209,9 @@ class MemoryExplorer(widgets.VBox):
                                           value=precision, description="精度", style=style, layout=wide),
             "pipeline_stages": widgets.BoundedIntText(value=pipeline_stages, min=1, max=48,
                                                       description="流水线阶段数 (PP)", style=style, layout=narrow),
-            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=int(LIMITS["global_batch"][1]),
+            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=LIMITS["global_batch"][1],
                                                    description="全局批大小", style=style, layout=narrow),
-            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=int(LIMITS["data_parallel"][1]),
+            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=LIMITS["data_parallel"][1],
                                                     description="数据并行度 (DP)", style=style, layout=narrow),
             "device_memory_gib": widgets.BoundedFloatText(
                 value=device_memory_gib, min=LIMITS["device_memory_gib"][0], max=LIMITS["device_memory_gib"][1],

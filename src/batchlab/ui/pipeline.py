@@ -105,11 +105,6 @@ def plot_tradeoff(candidates: list[dict], current: int, ax: "Axes | None" = None
     return fig
 
 
-def _max(name: str) -> int:
-    """A control's upper bound: the job record's (formulas.job.LIMITS)."""
-    return int(LIMITS[name][1])
-
-
 class TradeoffExplorer(widgets.VBox):
     """The bubble-versus-matmul explorer of 4.4: choose the global batch, micro-batch size, stages,
     data parallelism and schedule; see the number of micro-batches, the bubble, the matmul efficiency
@@ -136,13 +131,14 @@ class TradeoffExplorer(widgets.VBox):
         style = {"description_width": "150px"}
         narrow = widgets.Layout(width="260px")
         self.controls = {
-            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=_max("global_batch"), description="全局批大小",
+            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=LIMITS["global_batch"][1],
+                                                   description="全局批大小",
                                                    style=style, layout=narrow),
-            "micro_batch_size": widgets.BoundedIntText(value=micro_batch_size, min=1, max=_max("micro_batch_size"),
+            "micro_batch_size": widgets.BoundedIntText(value=micro_batch_size, min=1, max=LIMITS["micro_batch_size"][1],
                                                        description="微批次大小", style=style, layout=narrow),
             "pipeline_stages": widgets.BoundedIntText(value=pipeline_stages, min=1, max=self.config.n_layer,
                                                       description="流水线阶段数 (PP)", style=style, layout=narrow),
-            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=_max("data_parallel"),
+            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=LIMITS["data_parallel"][1],
                                                     description="数据并行度 (DP)", style=style, layout=narrow),
             "schedule": widgets.ToggleButtons(options=[(label, key) for key, label in SCHEDULES.items()],
                                               value=schedule, description="流水线调度", style=style),
