@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-import torch  # noqa: F401  (imported once here: the cases time what a value costs, not torch's import)
+import torch  # imported once here: the cases time what a value costs, not torch's import
 
 from batchlab.apps.cli import main
 
@@ -36,6 +36,17 @@ FLAGS = {
     "grade": ["--timeout"],
 }
 CASES = [(command, flag, value) for command, flags in FLAGS.items() for flag in flags for value in HOSTILE]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread while these cases run: pytest-xdist's other worker shares the two cores, and two
+    2-thread torch processes on two cores slow each other down many-fold (the timing, not the value's cost,
+    would decide). Restored for the worker's next test file."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 class _TooSlow(Exception):
