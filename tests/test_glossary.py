@@ -7,7 +7,8 @@ import re
 import pytest
 
 from booktools import ROOT
-from booktools.search_terms import AVOID, GLOSSARY, glossary_tables
+from batchlab.lecture.verdicts import VERDICT_LABELS
+from booktools.search_terms import AVOID, GLOSSARY, VERDICTS, glossary_tables
 from booktools.toc import toc_markdown
 
 TABLES = glossary_tables(GLOSSARY.read_text(encoding="utf-8"))
@@ -25,12 +26,17 @@ def _unquoted(text: str) -> str:
 
 
 def test_every_term_is_defined_once_with_its_english_name():
-    terms = [row[0] for heading, rows in TABLES.items() if heading != AVOID for row in rows]
+    terms = [row[0] for heading, rows in TABLES.items() if heading not in (AVOID, VERDICTS) for row in rows]
     assert len(terms) > 40
     assert len(terms) == len(set(terms)), sorted(t for t in terms if terms.count(t) > 1)
     for heading, rows in TABLES.items():
-        if heading != AVOID:
+        if heading not in (AVOID, VERDICTS):
             assert all(len(row) == 5 and row[1] for row in rows), heading
+
+
+def test_the_verdict_words_are_the_codes_words():
+    """Each verdict word a chapter prints is defined once, with the meaning the code gives it."""
+    assert {row[0]: row[1] for row in TABLES[VERDICTS]} == VERDICT_LABELS
 
 
 def test_chapter_46_terms_are_in_the_glossary():

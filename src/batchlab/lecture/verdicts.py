@@ -13,9 +13,22 @@ from batchlab.formulas.fit import least_squares_line
 
 __all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
            "samples_to_target", "holds_in_every_seed", "unchanged", "only_memory_moves", "same_update",
-           "best_rate_grows", "UNCHANGED_TOLERANCE"]
+           "best_rate_grows", "UNCHANGED_TOLERANCE", "SAME_DISTRIBUTION", "UNTESTABLE", "VERDICT_LABELS",
+           "update_verdict"]
 
 VERDICT: dict[bool, str] = {True: "成立", False: "不成立"}
+SAME_DISTRIBUTION = "同分布，非同一次更新"
+"""The third label: a random computation whose gap from the reference is of the order of re-drawing its
+random numbers (dropout under accumulation) — neither the same update nor a different objective."""
+UNTESTABLE = "本书无法检验"
+"""The fourth: the criterion needs data, scale or hardware this book's experiments do not have."""
+VERDICT_LABELS: dict[str, str] = {
+    VERDICT[True]: "先写明的判据被测量满足",
+    VERDICT[False]: "先写明的判据未被满足（测量与说法相反，或差异超出判据的容差）",
+    SAME_DISTRIBUTION: "两种算法给出同一个随机梯度的不同抽样：差异与只换一个随机种子同量级，不是系统偏差",
+    UNTESTABLE: "判据需要本书的小实验没有的数据、规模或硬件；只说明缺什么，不下结论",
+}
+"""Every verdict word a chapter prints, with its meaning: the glossary's 结论用语 table lists exactly these."""
 
 
 def loss_at_samples(samples: Sequence[int], losses: Sequence[float], budget: int) -> float:
@@ -110,6 +123,18 @@ def same_update(relative_gap: float, tolerance: float = 1e-5) -> bool:
     """Two ways of computing one update agree: their largest gradient difference, relative to the
     largest gradient entry, is at most ``tolerance`` (float32 rounding is ~1e-7)."""
     return nonnegative("relative_gap", relative_gap) <= nonnegative("tolerance", tolerance)
+
+
+def update_verdict(relative_gap: float, reseeded_gap: float, tolerance: float = 1e-5) -> str:
+    """Verdict on "these two computations give the same update" when one of them draws random numbers.
+
+    :func:`same_update` within ``tolerance`` → 成立; otherwise, a gap at most twice ``reseeded_gap`` (the
+    gap between the same whole-batch computation under two random seeds) → :data:`SAME_DISTRIBUTION`;
+    a larger gap is systematic → 不成立.
+    """
+    if same_update(relative_gap, tolerance):
+        return VERDICT[True]
+    return SAME_DISTRIBUTION if relative_gap <= 2 * nonnegative("reseeded_gap", reseeded_gap) else VERDICT[False]
 
 
 def best_rate_grows(best_lr: Mapping[int, float]) -> bool:
