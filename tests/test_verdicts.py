@@ -31,3 +31,30 @@ def test_rises_band_beats_and_targets():
     assert samples_to_target(SAMPLES, [4, 3, 2, 1.5, 1], 1.6) == 2048 and samples_to_target(SAMPLES, [4, 3], 1) is None
     assert holds_in_every_seed([True, True]) and not holds_in_every_seed([True, False])
     assert VERDICT[True] == "成立" and VERDICT[False] == "不成立"
+
+
+def test_oscillation_is_two_rises_in_the_second_half():
+    from batchlab.lecture.verdicts import later_rises, oscillates
+    settles = [4, 3, 2.5, 2.2, 2.0, 1.9, 1.85, 1.8]
+    jitters = [4, 3, 2.5, 2.2, 2.0, 2.1, 1.9, 2.0]          # rises twice after the midpoint
+    early_only = [4, 4.2, 3, 3.1, 2.0, 1.9, 1.85, 1.8]       # rises twice, but only in the first half
+    assert later_rises(jitters) == 2 and oscillates(jitters) is True
+    assert oscillates(settles) is False and oscillates(early_only) is False
+    assert oscillates(jitters, min_rises=3) is False
+    with pytest.raises(ValueError, match="后半程"):
+        oscillates([3, 2, 2.5])
+
+
+def test_like_with_like_needs_every_pairing():
+    from batchlab.lecture.verdicts import beats_like_with_like, wins_per_seed
+    linear = {"无预热": [2.3, 2.7, 2.5], "预热": [2.0, 1.9, 2.0]}
+    sqrt_wins_without = {"无预热": [2.4, 2.4, 2.4], "预热": [2.3, 2.3, 2.3]}
+    sqrt_loses_both = {"无预热": [2.6, 2.8, 2.6], "预热": [2.3, 2.3, 2.3]}
+    assert beats_like_with_like(linear, sqrt_wins_without) is False   # wins only with warm-up
+    assert beats_like_with_like(linear, sqrt_loses_both) is True
+    assert beats_like_with_like(sqrt_wins_without, linear) is False
+    assert wins_per_seed(linear["无预热"], sqrt_wins_without["无预热"]) == [True, False, False]
+    with pytest.raises(ValueError, match="条件必须相同"):
+        beats_like_with_like(linear, {"预热": [2.3, 2.3, 2.3]})
+    with pytest.raises(ValueError, match="一一对应"):
+        beats_like_with_like(linear, {"无预热": [2.4], "预热": [2.3, 2.3, 2.3]})

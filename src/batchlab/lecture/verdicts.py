@@ -12,8 +12,8 @@ from batchlab.formulas.checks import nonnegative, positive, whole
 from batchlab.formulas.fit import least_squares_line
 
 __all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
-           "samples_to_target", "holds_in_every_seed", "unchanged", "only_memory_moves", "same_update",
-           "best_rate_grows", "UNCHANGED_TOLERANCE", "SAME_DISTRIBUTION", "UNTESTABLE", "VERDICT_LABELS",
+           "samples_to_target", "holds_in_every_seed", "later_rises", "oscillates", "beats_like_with_like", "wins_per_seed", "unchanged", "only_memory_moves", "same_update",
+           "best_rate_grows", "OSCILLATION_MIN_RISES", "UNCHANGED_TOLERANCE", "SAME_DISTRIBUTION", "UNTESTABLE", "VERDICT_LABELS",
            "update_verdict"]
 
 VERDICT: dict[bool, str] = {True: "成立", False: "不成立"}
@@ -60,6 +60,46 @@ def count_rises(losses: Sequence[float], tolerance: float = 0.0) -> int:
     """How often a loss is higher than the one evaluated just before it (by more than ``tolerance``)."""
     nonnegative("tolerance", tolerance)
     return sum(later > earlier + tolerance for earlier, later in zip(losses, losses[1:]))
+
+
+OSCILLATION_MIN_RISES = 2
+"""How many rises of the fixed validation loss in the second half count as oscillation (4.2 and 4.6)."""
+
+
+def later_rises(eval_losses: Sequence[float]) -> int:
+    """How often the validation loss rose between consecutive evaluations in the second half of a run
+    (the evaluations from index ``len // 2`` on)."""
+    if len(eval_losses) < 4:
+        raise ValueError(f"只有 {len(eval_losses)} 次评估：后半程至少要有两次评估才能看回升")
+    return count_rises(eval_losses[len(eval_losses) // 2:])
+
+
+def oscillates(eval_losses: Sequence[float], min_rises: int = OSCILLATION_MIN_RISES) -> bool:
+    """The book's one criterion for "后期震荡" (late oscillation): in the second half of a run, the loss on
+    a fixed validation set rises between consecutive evaluations at least ``min_rises`` times."""
+    whole("min_rises", min_rises, 1)
+    return later_rises(eval_losses) >= min_rises
+
+
+def wins_per_seed(candidate: Sequence[float], rival: Sequence[float]) -> list[bool]:
+    """Seed by seed (same order in both lists), whether ``candidate``'s loss is strictly lower."""
+    if len(candidate) != len(rival) or not candidate:
+        raise ValueError(f"两组结果必须按同样的种子一一对应：{len(candidate)} 个与 {len(rival)} 个")
+    return [c < r for c, r in zip(candidate, rival)]
+
+
+def beats_like_with_like(candidate: Mapping[str, Sequence[float]], rival: Mapping[str, Sequence[float]]) -> bool:
+    """A like-with-like comparison: ``candidate`` and ``rival`` map the same conditions (e.g. without and
+    with warm-up) to per-seed losses. True only if, in every condition, the candidate's mean loss over
+    the seeds is strictly lower than the rival's under that same condition — winning one pairing (say,
+    with warm-up against a rival without it) is not enough."""
+    if not candidate or set(candidate) != set(rival):
+        raise ValueError(f"两组做法的条件必须相同且非空：{sorted(candidate)} 与 {sorted(rival)}")
+    for condition in candidate:
+        wins_per_seed(candidate[condition], rival[condition])  # same seeds on both sides
+        if not sum(candidate[condition]) / len(candidate[condition]) < sum(rival[condition]) / len(rival[condition]):
+            return False
+    return True
 
 
 def in_band(value: float, low: float, high: float) -> bool:
