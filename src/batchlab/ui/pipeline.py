@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_DRAWN_OPS", "plot_pipeline_timeline", "plot_tradeoff", "TradeoffExplorer"]
 
+BOX_MARK = {"F": "前", "B": "反"}
+"""What a drawn box says for a forward and a backward operation (the schedule's own kinds are F and B)."""
+
 MAX_DRAWN_OPS = 2048
 """The explorer draws a step's timeline only up to this many forward and backward bars (2·p·m)."""
 
@@ -33,8 +36,9 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
                            unit: str = "时间（以一次前向计算为单位）", labels: bool | None = None) -> "Figure":
     """Gantt chart of a pipeline step (simulated or measured): one row per stage, one colour per
     micro-batch; forward boxes light, backward boxes dark, gaps are the bubble. ``unit`` labels the
-    time axis (measured timelines are in seconds); ``labels`` writes F0, B0, … in the boxes (default:
-    when there are at most 80 boxes, beyond which they are unreadable and slow to draw)."""
+    time axis (measured timelines are in seconds); ``labels`` writes 前0, 反0, … (forward, backward) in the
+    boxes — not "B", which the book keeps for a batch size — (default: when there are at most 80 boxes,
+    beyond which they are unreadable and slow to draw)."""
     p = timeline.pipeline_stages
     own_figure = ax is None
     fig, ax = new_axes(ax, figsize=(9, 0.55 * p + 1.4))
@@ -59,7 +63,7 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
                            edgecolor="white", linewidth=0.6)
     for op in timeline.ops:
         if labels:
-            ax.text((op.start + op.end) / 2, op.stage, f"{op.kind}{op.microbatch}", ha="center",
+            ax.text((op.start + op.end) / 2, op.stage, f"{BOX_MARK[op.kind]}{op.microbatch}", ha="center",
                     va="center", fontsize=7)
     # beyond 8 rows, plain numbers: 16 rows of Chinese tick labels cost a third of a redraw
     ax.set_yticks(range(p), [f"阶段 {s}" if p <= 8 else str(s) for s in range(p)])
