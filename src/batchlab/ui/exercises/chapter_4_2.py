@@ -9,12 +9,12 @@ __all__ = ["EXERCISES"]
 
 EXERCISES: dict[str, Exercise] = {
     "4.2-1": Exercise(
-        "Adam 在 B = 32 时学习率 3e-3 效果好。按线性缩放法则，B = 256 时学习率应设为多少？",
+        "某个作业在 B = 32 时学习率 3e-3 效果好。按线性缩放法则（Goyal et al. 为 SGD 提出），B = 256 时学习率应设为多少？",
         lambda: scale_lr(3e-3, 32, 256, "linear"),
         "线性缩放：学习率乘以 B_new / B_old。",
     ),
     "4.2-2": Exercise(
-        "同上，改用平方根缩放（sqrt scaling），B = 512 时学习率是多少？",
+        "同上，改用平方根缩放（sqrt scaling，对 Adam 是稳妥的起点），B = 512 时学习率是多少？",
         lambda: scale_lr(3e-3, 32, 512, "sqrt"),
         "平方根缩放：学习率乘以 √(B_new / B_old)。",
     ),
