@@ -53,12 +53,28 @@ def test_presets_have_ranges_and_sources():
         low, high = preset.ridge_range
         assert low <= ridge_point(preset.peak_flops[0], preset.memory_bandwidth[0]) <= high
     ascend = DEVICE_PRESETS["ascend-910b"]
-    assert ascend.peak_flops == (256e12, 376e12) and ascend.memory_bandwidth == (0.4e12, 1.6e12)
-    assert ascend.ridge_range == (160.0, 940.0)
+    assert ascend.peak_flops == (280e12, 376e12) and ascend.memory_bandwidth == (1.2e12, 1.6e12)
+    assert ascend.ridge_range == pytest.approx((175.0, 313.3), abs=0.1)
     # The lecture's M = 128 sits below even the lowest 910B ridge; M = 2048 (micro-batch 2 × 1024) above the highest.
     assert arithmetic_intensity(128, 4096, 8192, 2) < ascend.ridge_range[0]
     assert arithmetic_intensity(tokens_per_matmul(2, 1024), 4096, 8192, 2) > ascend.ridge_range[1]
-    assert ascend.attainable(1.0) == (0.4e12, 1.6e12)
+    assert ascend.attainable(1.0) == (1.2e12, 1.6e12)
+
+
+def test_910b_bandwidth_is_four_hbm2e_stacks_and_the_case_is_compute_bound():
+    """The old preset's 0.4 TB/s low end was one HBM2e stack: a 64 GB card has four (≥ 1.2 TB/s), and then the
+    case's MLP matmul (K = 1600, N = 6400) is compute-bound already at micro-batch 1 (M = 1024) at both ends."""
+    ascend = DEVICE_PRESETS["ascend-910b"]
+    assert ascend.memory_bandwidth[0] >= 1.2e12
+    assert ascend.peak_flops[0] > 256e12          # 256 TFLOPS is the original 910's figure, its own preset
+    assert DEVICE_PRESETS["ascend-910"].peak_flops == (256e12, 256e12)
+    for micro in (1, 2, 4, 8):
+        intensity = arithmetic_intensity(tokens_per_matmul(micro, 1024), 1600, 6400, 2)
+        assert intensity > ascend.ridge_range[1]
+        assert ascend.attainable(intensity) == ascend.peak_flops
+    # With the old low end the same matmul was bandwidth-bound: the check above can fail.
+    old = DevicePeak("old", (256e12, 376e12), (0.4e12, 1.6e12), source="the preset before issue 18")
+    assert arithmetic_intensity(tokens_per_matmul(1, 1024), 1600, 6400, 2) < old.ridge_range[1]
 
 
 def test_device_peak_normalises_and_checks():

@@ -188,19 +188,29 @@ class DevicePeak:
 
 
 DEVICE_PRESETS: dict[str, DevicePeak] = {
-    # No official Huawei datasheet for the 910B is public; secondary sources disagree by 1.5× on the
-    # compute peak and 4× on bandwidth, so the preset carries the whole range and says where each end
-    # comes from. Replace it with your card's figures or with measure_ceilings() on the card.
+    # Huawei publishes no 910B datasheet. The compute peak keeps a range because the 910B ships in variants
+    # (910B1–B4) whose quoted peaks differ; the bandwidth keeps one because secondary sources quote 1.2 and
+    # 1.6 TB/s. The 0.4 TB/s some articles give is one HBM2e stack, not four: dropped (a 64 GB card is four
+    # 16 GB stacks). Replace the preset with your card's figures or with measure_ceilings() on the card.
     "ascend-910b": DevicePeak(
         name="Ascend 910B",
-        peak_flops=(256e12, 376e12),
-        memory_bandwidth=(0.4e12, 1.6e12),
-        precision="fp16",
-        source=("secondary sources, no official datasheet. FP16: 256 TFLOPS is Huawei's 2019 launch figure for "
-                "the original Ascend 910; 280 TFLOPS (Gitee AI compute docs, ai.gitee.com), ~320 TFLOPS (press "
-                "comparisons, e.g. boardor.com) and up to 376 TFLOPS are quoted for 910B variants. HBM2e bandwidth: "
-                "400 GB/s (boardor.com) and 1.2 TB/s (oryoy.com) in different articles; 1.6 TB/s = four HBM2e stacks "
-                "at JEDEC's 410 GB/s each. Treat as parameters."),
+        peak_flops=(280e12, 376e12),
+        memory_bandwidth=(1.2e12, 1.6e12),
+        precision="fp16/bf16 dense",
+        source=("no official datasheet; figures for the 64 GB variants. Peak, fp16/bf16 dense: 280 TFLOPS (Gitee AI "
+                "compute docs, ai.gitee.com, 910B4) to ~376 TFLOPS per die (Huawei's CloudMatrix384 — 384 Ascend 910C, "
+                "each two 910B-class dies — is quoted at ~300 PFLOPS dense BF16, i.e. ~390 TFLOPS per die; Zuo et al. "
+                "2025, arXiv:2506.12708). Not 256 TFLOPS: that is the original Ascend 910's 2019 launch figure (preset "
+                "'ascend-910'). HBM2e bandwidth: 1.2 TB/s (oryoy.com; awesomeagents.ai) to 1.6 TB/s (half of the 910C's "
+                "reported 3.2 TB/s; four HBM2e stacks at JEDEC's ~410 GB/s each). Treat as parameters."),
+    ),
+    "ascend-910": DevicePeak(
+        name="Ascend 910 (910A, 2019)",
+        peak_flops=256e12,
+        memory_bandwidth=1.2e12,
+        precision="fp16 dense",
+        source=("Huawei, Hot Chips 31 (2019) and the Ascend 910 launch: 256 TFLOPS fp16, 32 GB HBM2 in four stacks "
+                "(≈ 1.2 TB/s: 4 × 1024 pins × 2.4 Gb/s, JEDEC HBM2); no bf16 cube"),
     ),
     "generic": DevicePeak(
         name="generic accelerator",

@@ -17,13 +17,17 @@ LAB_CASE = CaseConfig(name="练习案例", job=Job(get_config("gpt2-large"), seq
                       stated_grad_accum=4, devices="16 × Ascend 910B")
 
 
+# The per-card peak 4.5-3 and 4.5-5 use: the 910B preset's low end, named in the question from the preset itself.
+_PEAK = DEVICE_PRESETS["ascend-910b"].peak_flops[0]
+
+
 def _lab_recommendation() -> int:
     result = tune(LAB_CASE.job, DEVICE_PRESETS["ascend-910b"].curve(LAB_CASE.job.model, "low"))
     return result["recommended"]["micro_batch_size"]
 
 
 def _lab_mfu_percent() -> float:
-    return 100 * mfu(20_000, LAB_CASE.job, DEVICE_PRESETS["ascend-910b"].peak_flops[0])
+    return 100 * mfu(20_000, LAB_CASE.job, _PEAK)
 
 
 EXERCISES: dict[str, Exercise] = {
@@ -41,7 +45,7 @@ EXERCISES: dict[str, Exercise] = {
         decimals=1,
     ),
     "4.5-3": Exercise(
-        "这个作业在 16 张卡上跑出 20000 tokens/s。若每张卡峰值 256 TFLOP/s，模型算力利用率（MFU）是百分之几？"
+        f"这个作业在 16 张卡上跑出 20000 tokens/s。若每张卡峰值 {_PEAK / 1e12:.0f} TFLOP/s，模型算力利用率（MFU）是百分之几？"
         "（填百分数的数值，保留一位小数）",
         _lab_mfu_percent,
         "MFU = tokens/s × 每 token FLOPs / (卡数 × 每卡峰值)。",
@@ -56,9 +60,8 @@ EXERCISES: dict[str, Exercise] = {
     ),
     "4.5-5": Exercise(
         f"原文案例报告 {CASE_STUDY.reported['tokens_per_second']:.0f} tokens/s 时“NPU 利用率 "
-        f"{CASE_STUDY.reported['npu_utilization']:.0%}”。由吞吐推出的模型算力利用率（峰值取 256 TFLOP/s）大约是多少？",
-        lambda: nearest_choice(mfu(CASE_STUDY.reported["tokens_per_second"], CASE_STUDY.job,
-                                   DEVICE_PRESETS["ascend-910b"].peak_flops[0]),
+        f"{CASE_STUDY.reported['npu_utilization']:.0%}”。由吞吐推出的模型算力利用率（峰值取 {_PEAK / 1e12:.0f} TFLOP/s）大约是多少？",
+        lambda: nearest_choice(mfu(CASE_STUDY.reported["tokens_per_second"], CASE_STUDY.job, _PEAK),
                                {"A": 0.42, "B": 0.15, "C": 0.016}),
         "每 token 约 10¹⁰ 次浮点运算；乘以 tokens/s，再除以 8 张卡的峰值之和。",
         choices={"A": "约 42%，与报告一致", "B": "约 15%", "C": "不到 2%"},
