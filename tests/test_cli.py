@@ -105,12 +105,21 @@ def test_memory_flags_change_the_answer(capsys):
     gpipe = run_json(CASE + ["--micro-batch", "2", "--schedule", "gpipe"], capsys)
     full = run_json(CASE + ["--micro-batch", "2", "--recompute", "full"], capsys)
     zero = run_json(CASE + ["--micro-batch", "2", "--zero1"], capsys)
-    fp32 = run_json(CASE + ["--micro-batch", "2", "--precision", "fp32"], capsys)
+    fp32 = run_json(CASE + ["--micro-batch", "2", "--precision", "fp32", "--dropout", "0"], capsys)
+    no_dropout = run_json(CASE + ["--micro-batch", "2", "--dropout", "0"], capsys)
+    fused = run_json(CASE + ["--micro-batch", "2", "--attention", "fused"], capsys)
     small = run_json(CASE + ["--micro-batch", "2", "--device-memory-gib", "16"], capsys)
     assert gpipe["in_flight_microbatches"] == [16] * 4 and base["in_flight_microbatches"] == [4, 3, 2, 1]
     assert gpipe["peak_memory_fraction"] > base["peak_memory_fraction"] > full["peak_memory_fraction"]
     assert zero["model_state_bytes_per_stage"][1] < base["model_state_bytes_per_stage"][1]
-    assert fp32["activation_bytes_per_stage"][1] == 2 * base["activation_bytes_per_stage"][1]
+    assert fp32["activation_bytes_per_stage"][1] == 2 * no_dropout["activation_bytes_per_stage"][1]  # masks are 1 B
+    # dropout 0.1 (GPT-2's): Korthikanti's 34·sbh + 5·as²b per layer; without it 32·sbh + 2·as²b (no two 1-byte
+    # masks, no score mask nor dropped scores), on stage 1's 12 layers
+    s, b, h, a = 1024, 2, 1600, 25
+    assert base["dropout"] == 0.1 and no_dropout["dropout"] == 0.0
+    assert base["activation_bytes_per_stage"][1] - no_dropout["activation_bytes_per_stage"][1] == 3 * 12 * (
+        2 * s * b * h + 3 * a * s * s * b)   # three in flight on stage 1
+    assert fused["attention"] == "fused" and fused["peak_memory_fraction"] < base["peak_memory_fraction"]
     assert small["peak_memory_fraction"] == pytest.approx(4 * base["peak_memory_fraction"])
     assert run_json(["plan", "--model", "tiny", "--global-batch", "8", "--micro-batch", "2", "--json"],
                     capsys)["precision"] == "fp32"

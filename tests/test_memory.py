@@ -14,7 +14,7 @@ from batchlab.formulas.presets import GPTConfig, get_config
 XL = get_config("gpt2-xl")
 # The case study's shape: gpt2-xl, s = 1024, micro-batch 2, 4 stages, 2 replicas, m = 16 micro-batches.
 CASE_JOB = Job(XL, seq_len=1024, global_batch=64, micro_batch_size=2, pipeline_stages=4, data_parallel=2)
-MIXED = dict(precision="bf16-mixed", dropout=True)
+MIXED = dict(precision="bf16-mixed", dropout=0.1)
 
 
 def test_bytes_per_parameter_table():
@@ -47,7 +47,7 @@ def test_korthikanti_per_layer_formula(s, b, heads, head_dim):
     fused = replace(mixed, attention="fused")
     assert layer_activation_bytes(fused) == 34 * s * b * h
     # fp32, no dropout (the book's CPU runs): 64·sbh + 4·as²b
-    fp32 = replace(mixed, precision="fp32", dropout=False)
+    fp32 = replace(mixed, precision="fp32", dropout=0.0)
     assert layer_activation_bytes(fp32) == 64 * s * b * h + 4 * heads * s * s * b
 
 

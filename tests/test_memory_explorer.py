@@ -33,7 +33,7 @@ def case_report(**changes):
     c = dict(model=CASE_STUDY.job.model.name, micro_batch_size=CASE_STUDY.job.micro_batch_size, seq_len=CASE_STUDY.job.seq_len,
              global_batch=CASE_STUDY.job.global_batch, pipeline_stages=CASE_STUDY.job.pipeline_stages,
              data_parallel=CASE_STUDY.job.data_parallel, schedule="1f1b", recompute="none", precision=None,
-             device_memory_gib=DEVICE_MEMORY_GIB)
+             dropout=None, device_memory_gib=DEVICE_MEMORY_GIB)
     c.update(changes)
     c["model"] = get_config(c["model"])  # precision None: the model's default
     return stage_memory(Job(**c))
@@ -47,7 +47,7 @@ def test_default_is_the_case_study():
     explorer = MemoryExplorer()
     values = {name: c.value for name, c in explorer.controls.items()}
     assert values == dict(model="gpt2-xl", micro_batch_size=2, seq_len=1024, schedule="1f1b", recompute="none",
-                          precision="bf16-mixed", pipeline_stages=4, global_batch=64, data_parallel=2,
+                          precision="bf16-mixed", dropout=0.1, pipeline_stages=4, global_batch=64, data_parallel=2,
                           device_memory_gib=DEVICE_MEMORY_GIB)
     assert explorer.report == case_report()
     assert explorer.report.job.plan.num_microbatches == 16
@@ -60,7 +60,7 @@ def test_default_is_the_case_study():
 # Every control, moved to a value that changes both the picture and the report.
 MOVES = [
     ("model", "gpt2-large"), ("micro_batch_size", 4), ("seq_len", 512), ("schedule", "gpipe"),
-    ("recompute", "selective"), ("recompute", "full"), ("precision", "fp32"), ("pipeline_stages", 8),
+    ("recompute", "selective"), ("recompute", "full"), ("precision", "fp32"), ("dropout", 0.0), ("pipeline_stages", 8),
     # 16 = 2 × 2 × 4: m = 4 = p, the fewest micro-batches a 1F1B job takes (m = 2 is refused, see below)
     ("global_batch", 16), ("data_parallel", 4), ("device_memory_gib", 16.0),
 ]
@@ -95,6 +95,7 @@ def test_a_new_model_resets_precision_and_sequence_lengths():
     assert explorer.controls["precision"].value == "bf16-mixed" == default_precision(get_config("gpt2-large"))
     explorer.controls["model"].value = "tiny"
     assert explorer.controls["precision"].value == "fp32" == default_precision(get_config("tiny"))
+    assert explorer.controls["dropout"].value == 0.0 == get_config("tiny").dropout
     assert explorer.controls["seq_len"].options == (1, 2, 4, 8, 16, 32, 64)
     assert explorer.controls["seq_len"].value == 64  # the longest the tiny model takes
     # tiny has 2 layers, the case study 4 stages: the message, no figure update
@@ -143,7 +144,7 @@ def test_overflow_is_marked_in_red():
     assert "重计算工作区" not in labels and "超出显存的部分" not in labels
     plt.close(fig)
 
-    tight = case_report(device_memory_gib=12.0)  # stages 0 and 1 (16.1, 12.5 GiB) do not fit
+    tight = case_report(device_memory_gib=16.0)  # stages 0 and 1 (23.4, 18.0 GiB) do not fit
     fig = plot_stage_memory(tight)
     ax = fig.axes[0]
     over = [i for i, st in enumerate(tight.stages) if st.peak_bytes > tight.device_memory_bytes]
@@ -151,7 +152,7 @@ def test_overflow_is_marked_in_red():
     assert red_texts(ax) == [f"{tight.stages[i].peak_bytes / tight.device_memory_bytes:.1%}" for i in over]
     hatched = [p for p in ax.patches if p.get_hatch() and same_color(p.get_edgecolor(), memory_ui.OVERFLOW_COLOUR)]
     assert len(hatched) == 2
-    assert hatched[0].get_y() == pytest.approx(12.0) and hatched[0].get_height() == pytest.approx(
+    assert hatched[0].get_y() == pytest.approx(16.0) and hatched[0].get_height() == pytest.approx(
         (tight.stages[0].peak_bytes - tight.device_memory_bytes) / GIB)
     assert "超出显存的部分" in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close(fig)
@@ -229,14 +230,14 @@ def test_explorer_leaks_no_figures_and_draws_every_glyph():
 def test_redraws_are_quick():
     explorer = MemoryExplorer()
     moves = [("micro_batch_size", 4), ("seq_len", 512), ("schedule", "gpipe"), ("recompute", "full"),
-             ("precision", "fp32"), ("pipeline_stages", 8), ("global_batch", 128), ("data_parallel", 1),
+             ("precision", "fp32"), ("dropout", 0.0), ("pipeline_stages", 8), ("global_batch", 128), ("data_parallel", 1),
              ("device_memory_gib", 32.0), ("model", "gpt2-large")]
     times = []
     for control, value in moves + [(c, explorer.controls[c].value) for c, _ in moves]:
         start = time.perf_counter()
         explorer.controls[control].value = value
         times.append(time.perf_counter() - start)
-    assert len(times) == 20
+    assert len(times) == 22
     print(f"20 changes: median {statistics.median(times) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms")
     assert statistics.median(times) < 0.5  # generous: shared CI machines are slow
 

@@ -53,11 +53,11 @@ def test_every_control_changes_the_output(control, value):
 def test_best_micro_batch_and_memory_limits_are_marked():
     e = explorer()
     assert "模型下最快且放得下的微批次大小：<b>4</b>" in e.summary.value  # the steep curve favours 4
-    tight = explorer(job=replace(CASE_STUDY.job, device_memory_gib=12.0))
+    tight = explorer(job=replace(CASE_STUDY.job, device_memory_gib=16.0))
     # what the explorer shows is tune() of the job its controls describe
     result = tune(replace(tight.job, **{c: w.value for c, w in tight.controls.items()}), CURVE)
     fits = {c["micro_batch_size"]: c["fits"] for c in result["candidates"]}
-    assert fits[1] and not fits[8]  # micro 1 fits in 12 GiB, micro 8 does not (1F1B keeps m ≥ p: micro ≤ 8)
+    assert fits[1] and not fits[8]  # micro 1 fits in 16 GiB (15.1), micro 8 does not (1F1B keeps m ≥ p: micro ≤ 8)
     with contextlib.redirect_stdout(io.StringIO()):
         tight.controls["micro_batch_size"].value = 8
     assert "放不下" in tight.summary.value

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from batchlab.formulas.checks import positive
-from batchlab.formulas.job import DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, RECOMPUTE_MODES, Job
+from batchlab.formulas.job import ATTENTION_KINDS, DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, RECOMPUTE_MODES, Job
 from batchlab.formulas.memory import stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.precision import PRECISIONS
@@ -54,6 +54,12 @@ def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool
     memory.add_argument("--optimizer", choices=list(OPTIMIZER_STATES), default="adam",
                         help="decides the optimizer-state bytes (default adam)")
     memory.add_argument("--zero1", action="store_true", help="shard optimizer states over data parallel (ZeRO-1)")
+    memory.add_argument("--dropout", type=float, default=None,
+                        help="dropout probability; > 0 keeps 1-byte masks per dropout (default: the model's, "
+                             "0.1 for GPT-2 sizes as GPT-2 and Megatron-LM train, 0 for the small models)")
+    memory.add_argument("--attention", choices=list(ATTENTION_KINDS), default="materialized",
+                        help="materialized keeps the s×s scores (Korthikanti's 5as²b); fused (FlashAttention/SDPA) "
+                             "does not (default materialized)")
     memory.add_argument("--device-memory-gib", type=float, default=DEVICE_MEMORY_GIB,
                         help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
 
@@ -65,7 +71,7 @@ def job_from_args(args: argparse.Namespace) -> Job:
                global_batch=args.global_batch, micro_batch_size=args.micro_batch,
                pipeline_stages=args.pipeline_stages, data_parallel=args.data_parallel, schedule=args.schedule,
                recompute=args.recompute, precision=args.precision, optimizer=args.optimizer, zero1=args.zero1,
-               device_memory_gib=args.device_memory_gib)
+               dropout=args.dropout, attention=args.attention, device_memory_gib=args.device_memory_gib)
 
 
 def device_figures(peak_flops: float, bandwidth: float | None, job: Job) -> dict:
@@ -81,7 +87,13 @@ def _job_summary(job: Job) -> dict:
     """The job's fields as the JSON reports name them."""
     return {"model": job.model.name, "params": count_params(job.model), "seq_len": job.seq_len,
             "schedule": job.schedule, "recompute": job.recompute, "precision": job.precision,
-            "optimizer": job.optimizer, "zero1": job.zero1}
+            "optimizer": job.optimizer, "zero1": job.zero1, "dropout": job.dropout, "attention": job.attention}
+
+
+def _memory_settings(report: dict) -> str:
+    """The settings the memory answer rests on, in one line of the text reports."""
+    return (f"{report['schedule']}, recompute {report['recompute']}, {report['precision']}, {report['optimizer']}"
+            f"{' + ZeRO-1' if report['zero1'] else ''}, dropout {report['dropout']:g}, {report['attention']} attention")
 
 
 # ── plan ─────────────────────────────────────────────────────────────────────────────────────────
@@ -141,8 +153,7 @@ def plan_text(report: dict) -> str:
     ]
     gib = lambda values: "[" + ", ".join(f"{v / GIB:.1f}" for v in values) + "] GiB"  # noqa: E731
     lines += [
-        f"memory           {report['schedule']}, recompute {report['recompute']}, {report['precision']}, "
-        f"{report['optimizer']}{' + ZeRO-1' if report['zero1'] else ''}; in flight {report['in_flight_microbatches']}",
+        f"memory           {_memory_settings(report)}; in flight {report['in_flight_microbatches']}",
         f"  model states   {gib(report['model_state_bytes_per_stage'])}",
         f"  activations    {gib(report['activation_bytes_per_stage'])}",
         f"  peak           {gib(report['peak_bytes_per_stage'])}  = {report['peak_memory_fraction']:.1%} of "
@@ -203,9 +214,7 @@ def tune_text(report: dict) -> str:
     lines = [
         f"model            {report['model']}, seq_len {report['seq_len']}, global batch {report['global_batch']}, "
         f"{report['pipeline_stages']} stages × {report['data_parallel']} data parallel = {report['devices']} devices",
-        f"memory           {report['schedule']}, recompute {report['recompute']}, {report['precision']}, "
-        f"{report['optimizer']}{' + ZeRO-1' if report['zero1'] else ''}, "
-        f"{report['device_memory_bytes'] / GIB:g} GiB per device",
+        f"memory           {_memory_settings(report)}, {report['device_memory_bytes'] / GIB:g} GiB per device",
         f"device           {report['device']['name']}: {report['device']['peak_flops'] / 1e12:g} TFLOP/s, "
         f"{report['device']['memory_bandwidth'] / 1e12:g} TB/s",
         f"rate curve       {report['curve']['name']}",

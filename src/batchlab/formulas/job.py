@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batchlab.formulas.batching import BatchPlan, plan_batch
-from batchlab.formulas.checks import at_most, between, one_of, whole
+from batchlab.formulas.checks import at_most, between, fraction, one_of, whole
 from batchlab.formulas.partition import Stage, partition_layers
 from batchlab.formulas.pipeline_schedules import check_runnable, in_flight_microbatches
 from batchlab.formulas.precision import ELEMENT_BYTES, PRECISION_DTYPE, PRECISIONS, default_precision
@@ -57,7 +57,9 @@ class Job:
     ``batching``, ``partition`` or ``pipeline_schedules``, and is written nowhere else).
 
     ``precision`` None takes the model's default (16-bit mixed for GPT-2, fp32 for the small models);
-    ``dropout`` None means "dropout masks are kept iff the model's dropout > 0";
+    ``dropout`` is the dropout probability; None takes the model's (0.1 for the GPT-2 presets, as GPT-2 and
+    Megatron-LM train; 0 for the small models), so the printed job always shows the value the bytes assume;
+    with dropout > 0 the memory model keeps its masks (Korthikanti et al.'s 34·sbh + 5·as²b);
     ``dropout_mask_bytes`` is 1 on accelerators (CPU ``F.dropout`` keeps 4).
     """
 
@@ -73,7 +75,7 @@ class Job:
     optimizer: str = "adam"
     zero1: bool = False
     attention: str = "materialized"
-    dropout: bool | None = None
+    dropout: float | None = None
     dropout_mask_bytes: int = 1
     device_memory_gib: float = DEVICE_MEMORY_GIB
     partition: str = "uniform"
@@ -95,7 +97,9 @@ class Job:
         one_of("optimizer", self.optimizer, OPTIMIZER_STATES)
         one_of("zero1", self.zero1, (True, False))
         one_of("attention", self.attention, ATTENTION_KINDS)
-        one_of("dropout", self.dropout, (None, True, False))
+        if self.dropout is None:
+            object.__setattr__(self, "dropout", self.model.dropout)
+        fraction("dropout", self.dropout)
         whole("dropout_mask_bytes", self.dropout_mask_bytes)
         between("device_memory_gib", self.device_memory_gib, *LIMITS["device_memory_gib"])
         # Derived once; not fields, so equality, hashing and replace() see only what was chosen.
@@ -141,8 +145,8 @@ class Job:
 
     @property
     def has_dropout(self) -> bool:
-        """Dropout masks kept for the backward pass?"""
-        return self.model.dropout > 0 if self.dropout is None else self.dropout
+        """Dropout masks kept for the backward pass? (any dropout > 0: the bytes do not depend on the rate)"""
+        return self.dropout > 0
 
     @property
     def element_bytes(self) -> int:

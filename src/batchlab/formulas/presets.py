@@ -38,16 +38,17 @@ class GPTConfig:
         one_of("tie_embeddings", self.tie_embeddings, (True, False))
 
 
-# Shapes from the GPT-2 release (Radford et al. 2019); the tiny one is ours.
+# Shapes from the GPT-2 release (Radford et al. 2019), with its dropout 0.1 (the released config's resid/embd/
+# attn_pdrop, and Megatron-LM's hidden/attention dropout default); the tiny ones are ours, without dropout.
 PRESETS: dict[str, GPTConfig] = {
     "tiny": GPTConfig(n_layer=2, n_head=4, d_model=64, vocab_size=64, n_positions=64, name="tiny"),
     # One layer of width 32: small enough that 4.2 can train a dozen runs in seconds on a laptop.
     # (Not "nano": nanoGPT readers know that name as GPT-2 124M.)
     "pico": GPTConfig(n_layer=1, n_head=2, d_model=32, vocab_size=64, n_positions=64, name="pico"),
-    "gpt2": GPTConfig(n_layer=12, n_head=12, d_model=768, vocab_size=50257, n_positions=1024, name="gpt2"),
-    "gpt2-medium": GPTConfig(n_layer=24, n_head=16, d_model=1024, vocab_size=50257, n_positions=1024, name="gpt2-medium"),
-    "gpt2-large": GPTConfig(n_layer=36, n_head=20, d_model=1280, vocab_size=50257, n_positions=1024, name="gpt2-large"),
-    "gpt2-xl": GPTConfig(n_layer=48, n_head=25, d_model=1600, vocab_size=50257, n_positions=1024, name="gpt2-xl"),
+    "gpt2": GPTConfig(n_layer=12, n_head=12, d_model=768, vocab_size=50257, n_positions=1024, dropout=0.1, name="gpt2"),
+    "gpt2-medium": GPTConfig(n_layer=24, n_head=16, d_model=1024, vocab_size=50257, n_positions=1024, dropout=0.1, name="gpt2-medium"),
+    "gpt2-large": GPTConfig(n_layer=36, n_head=20, d_model=1280, vocab_size=50257, n_positions=1024, dropout=0.1, name="gpt2-large"),
+    "gpt2-xl": GPTConfig(n_layer=48, n_head=25, d_model=1600, vocab_size=50257, n_positions=1024, dropout=0.1, name="gpt2-xl"),
 }
 
 # Parameter counts of the released checkpoints (tied input/output embedding): the audit of 4.5 sets the

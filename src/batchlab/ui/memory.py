@@ -168,9 +168,9 @@ class MemoryExplorer(widgets.VBox):
     each pipeline stage's peak memory stacked by part against the device's capacity.
 
     Starts from ``job`` (default: the lecture's case study, :data:`batchlab.lecture.case.CASE_STUDY`); the
-    job's optimizer, ZeRO-1, attention and dropout are kept, the controls replace the rest. A new model
-    resets the precision to :func:`batchlab.formulas.precision.default_precision` and the sequence-length choices to its
-    ``n_positions``. An invalid combination shows its message (``render_error_html``) and keeps the
+    job's optimizer, ZeRO-1 and attention are kept, the controls replace the rest. A new model resets the
+    precision to :func:`batchlab.formulas.precision.default_precision`, the dropout to the model's and the
+    sequence-length choices to its ``n_positions``. An invalid combination shows its message (``render_error_html``) and keeps the
     last figure; ``.report`` is then None.
 
     ``measured`` maps ``(model, micro_batch_size, seq_len, recompute)`` to measured peak bytes, one per
@@ -207,6 +207,8 @@ class MemoryExplorer(widgets.VBox):
                                           value=recompute, description="重计算", style=style, layout=wide),
             "precision": widgets.Dropdown(options=[(label, key) for key, label in PRECISIONS.items()],
                                           value=precision, description="精度", style=style, layout=wide),
+            "dropout": widgets.BoundedFloatText(value=job.dropout, min=0.0, max=0.9, step=0.05,
+                                                description="dropout 概率", style=style, layout=narrow),
             "pipeline_stages": widgets.BoundedIntText(value=pipeline_stages, min=1, max=48,
                                                       description="流水线阶段数 (PP)", style=style, layout=narrow),
             "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=LIMITS["global_batch"][1],
@@ -234,7 +236,7 @@ class MemoryExplorer(widgets.VBox):
                 control.observe(self._update, names="value")
         c = self.controls
         super().__init__([
-            widgets.HBox([c["model"], c["pipeline_stages"]]),
+            widgets.HBox([c["model"], c["pipeline_stages"], c["dropout"]]),
             c["micro_batch_size"], c["seq_len"], c["schedule"], c["recompute"], c["precision"],
             widgets.HBox([c["global_batch"], c["data_parallel"], c["device_memory_gib"]]),
             self.summary, self.output,
@@ -251,6 +253,7 @@ class MemoryExplorer(widgets.VBox):
             seq.options = options
             seq.value = keep
             self.controls["precision"].value = default_precision(config)
+            self.controls["dropout"].value = config.dropout
         finally:
             self._quiet = False
         self._update()

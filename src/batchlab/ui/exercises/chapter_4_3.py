@@ -46,7 +46,7 @@ EXERCISES: dict[str, Exercise] = {
         "GPT-2 1.5B 的一层（h = 1600，a = 25），s = 1024，微批次大小 2，16 位、有 dropout、不重计算，"
         "按 Korthikanti et al. 2022 需要保存多少 GiB 激活值？（保留两位小数）",
         lambda: layer_activation_bytes(Job(get_config("gpt2-xl"), seq_len=1024, global_batch=2, micro_batch_size=2,
-                                           precision="bf16-mixed", dropout=True)) / GIB,
+                                           precision="bf16-mixed", dropout=0.1)) / GIB,
         "s·b·h·(34 + 5·a·s/h) 字节。",
         decimals=2,
     ),
