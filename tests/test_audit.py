@@ -6,7 +6,8 @@ import pytest
 
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import mfu
-from batchlab.lecture.audit import audit_case, memory_can_drop, memory_grid, matching_settings, modelled_speedup
+from batchlab.lecture.audit import (MEMORY_AXES, audit_case, memory_can_drop, memory_grid, matching_settings,
+                                    modelled_speedup)
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 
 FLAT = {"flat": RateCurve((1, 10**6), (1e14, 1e14), "flat")}
@@ -27,11 +28,16 @@ def test_speedup_with_a_flat_rate_is_the_bubble_ratio():
 
 def test_memory_grid_covers_every_setting_and_doubling_the_micro_batch_never_lowers_it():
     before, after = memory_grid(CASE_STUDY.job), memory_grid(CASE_STUDY_TUNED.job)
-    assert len(before) == 2 * 3 * 2 * 2
-    assert memory_can_drop(before, after) == []
+    # schedule × recompute × precision × ZeRO-1 × dropout (0, 0.1) × attention (materialized, fused)
+    assert len(before) == 2 * 3 * 2 * 2 * 2 * 2 == len(MEMORY_AXES["schedule"]) * 48
+    assert memory_can_drop(before, after) == []   # the verdict survives the dropout and attention axes
     # GPipe holds all m micro-batches: micro × m is the same before and after, so its activations are equal
-    key = ("gpipe", "none", "bf16-mixed", False)
+    key = ("gpipe", "none", "bf16-mixed", False, 0.1, "materialized")
     assert after[key] == pytest.approx(before[key])
+    # the case's own setting (1F1B, dropout 0.1) is the chapter's 23.4 GiB of 64 on stage 0; without dropout less
+    case = ("1f1b", "none", "bf16-mixed", False, 0.1, "materialized")
+    assert before[case] * 64 == pytest.approx(23.43, abs=0.01)
+    assert before[case[:4] + (0.0, "materialized")] < before[case] and before[case[:5] + ("fused",)] < before[case]
     assert matching_settings(before, before[key]) and not matching_settings(before, 5.0)
 
 
@@ -46,7 +52,7 @@ def test_each_verdict_flips_with_the_reported_number():
     grid = memory_grid(CASE_STUDY.job)
     implied = mfu(3200, CASE_STUDY.job, 300e12)
     speed = modelled_speedup(CASE_STUDY.job, CASE_STUDY_TUNED.job, FLAT["flat"])
-    before = replace(CASE_STUDY, reported={"memory_fraction": grid[("1f1b", "none", "bf16-mixed", False)],
+    before = replace(CASE_STUDY, reported={"memory_fraction": grid[("1f1b", "none", "bf16-mixed", False, 0.1, "materialized")],
                                            "npu_utilization": implied, "tokens_per_second": 3200.0})
     after = replace(CASE_STUDY_TUNED, reported={"memory_fraction": 0.85, "npu_utilization": implied,
                                                 "tokens_per_second": 3200.0 * speed})
@@ -56,3 +62,14 @@ def test_each_verdict_flips_with_the_reported_number():
     assert by_start("初始配置：NPU 利用率").reproduced
     assert by_start("吞吐提升").reproduced
     assert not by_start("利用率与吞吐的提升").reproduced
+
+
+def test_the_utilisation_verdict_reads_the_throughput_both_ways():
+    """Whole cluster or per card, 42 % is not the MFU; a report equal to the per-card reading flips it."""
+    row = lambda case: next(r for r in audit_case(case, CASE_STUDY_TUNED, FLAT, PEAKS)  # noqa: E731
+                            if r.claim.startswith("初始配置：NPU 利用率"))
+    assert "按整个集群" in row(CASE_STUDY).computed and "按每张卡" in row(CASE_STUDY).computed
+    assert not row(CASE_STUDY).reproduced
+    per_card = mfu(3200 * 8, CASE_STUDY.job, 300e12)
+    assert 0.05 < per_card < 0.15
+    assert row(replace(CASE_STUDY, reported={**CASE_STUDY.reported, "npu_utilization": per_card})).reproduced
