@@ -3,8 +3,9 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from batchlab.formulas.partition import partition_layers
-from batchlab.formulas.presets import PUBLISHED_PARAMS, count_params, get_config
+from batchlab.formulas.partition import PARTITION_METHODS, partition_layers, stage_forward_flops
+from batchlab.formulas.presets import (PUBLISHED_PARAMS, count_params, get_config, head_forward_flops,
+                                       layer_forward_flops)
 from batchlab.measure.model import GPT
 
 SMALL = st.builds(lambda layers, width, tied: get_config("tiny", n_layer=layers, d_model=width, tie_embeddings=tied),
@@ -42,7 +43,7 @@ def test_untied_option_follows_the_built_model(tied):
     assert model(torch.zeros(2, 5, dtype=torch.long)).shape == (2, 5, config.vocab_size)
 
 
-@given(config=SMALL, p=st.integers(1, 24), method=st.sampled_from(["uniform", "balanced"]))
+@given(config=SMALL, p=st.integers(1, 24), method=st.sampled_from(list(PARTITION_METHODS)))
 def test_every_split_covers_each_layer_once(config, p, method):
     if p > config.n_layer:
         with pytest.raises(ValueError, match=f"pipeline_stages = {p} 超过了"):
@@ -58,19 +59,31 @@ def test_every_split_covers_each_layer_once(config, p, method):
         assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
 
 
-@given(config=SMALL, p=st.integers(1, 6))
-def test_balanced_is_never_worse_than_uniform(config, p):
-    if p > config.n_layer:
+@given(config=SMALL, p=st.integers(1, 6), seq_len=st.integers(1, 64))
+def test_each_balance_is_never_worse_than_uniform_in_what_it_balances(config, p, seq_len):
+    if p > config.n_layer or seq_len > config.n_positions:
         return
-    worst = {m: max(s.params for s in partition_layers(config, p, m)) for m in ("uniform", "balanced")}
-    assert worst["balanced"] <= worst["uniform"]
+    split = {m: partition_layers(config, p, m, seq_len) for m in PARTITION_METHODS}
+    params = {m: max(s.params for s in stages) for m, stages in split.items()}
+    flops = {m: max(stage_forward_flops(config, stages, seq_len)) for m, stages in split.items()}
+    assert params["parameters"] <= params["uniform"] and flops["compute"] <= flops["uniform"]
 
 
-def test_balanced_moves_layers_off_the_embedding_and_head_stages():
-    sizes = [s.num_layers for s in partition_layers(get_config("gpt2-xl"), 4, "balanced")]
-    assert sum(sizes) == 48 and sizes[0] < 12 and sizes[-1] < 12
+def test_gpt2_xl_compute_balance_unloads_only_the_last_stage():
+    """The embedding is a lookup (≈ 0 FLOPs), the head ≈ 2.4 layers: balancing time takes layers off the last
+    stage only; balancing parameters also takes them off the first (which is not slow)."""
+    xl = get_config("gpt2-xl")
+    assert head_forward_flops(xl, 1, 1024) / layer_forward_flops(xl, 1, 1024) == pytest.approx(2.37, abs=0.01)
+    compute = partition_layers(xl, 4, "compute", 1024)
+    parameters = partition_layers(xl, 4, "parameters", 1024)
+    assert [s.num_layers for s in compute] == [12, 13, 13, 10]      # contiguous: the first keeps the remainder
+    assert [s.num_layers for s in parameters] == [11, 13, 13, 11]
+    uniform = stage_forward_flops(xl, partition_layers(xl, 4, "uniform"), 1024)
+    balanced = stage_forward_flops(xl, compute, 1024)
+    assert uniform.index(max(uniform)) == 3 and max(balanced) / max(uniform) == pytest.approx(13 / 14.37, abs=0.01)
+    assert max(stage_forward_flops(xl, parameters, 1024)) > max(balanced) * 0.99
 
 
 def test_bad_method_is_named():
-    with pytest.raises(ValueError, match="method = 'random'：只能取 'uniform', 'balanced' 之一"):
+    with pytest.raises(ValueError, match="method = 'random'：只能取 'uniform', 'compute', 'parameters' 之一"):
         partition_layers(get_config("tiny"), 2, "random")

@@ -56,7 +56,7 @@ def assert_schedule_rules(timeline, schedule, p, m):
 # ── split_model ───────────────────────────────────────────────────────────────────────────────────
 
 @pytest.mark.parametrize("tie", [True, False])
-@pytest.mark.parametrize("p, method", [(1, "uniform"), (2, "uniform"), (3, "uniform"), (4, "balanced")])
+@pytest.mark.parametrize("p, method", [(1, "uniform"), (2, "uniform"), (3, "uniform"), (4, "parameters"), (4, "compute")])
 def test_stages_compose_to_the_gpt(p, method, tie):
     model = GPT(get_config("tiny", n_layer=4, tie_embeddings=tie))
     x, y = pipeline_batch(model.config, 2, 2, 8)

@@ -8,7 +8,8 @@ from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.formulas.presets import get_config
 from batchlab.formulas.roofline import RateCurve
-from batchlab.formulas.throughput import layer_forward_flops, model_flops_per_token, model_step
+from batchlab.formulas.presets import layer_forward_flops
+from batchlab.formulas.throughput import model_flops_per_token, model_step
 from batchlab.formulas.tune import tune
 
 XL = get_config("gpt2-xl")
@@ -72,3 +73,23 @@ def test_full_recompute_adds_one_forward_of_the_layers():
     full = model_step(replace(job, recompute="full"), flat)
     layers = 48 * layer_forward_flops(XL, 2, 1024)
     assert full.slot_seconds - plain.slot_seconds == pytest.approx(layers / 1e12)
+
+
+def test_compute_balanced_stages_shorten_the_modelled_step():
+    """The slowest stage sets the pace: uniform GPT-2 1.5B puts the head (≈ 2.4 layers) on a 12-layer last stage."""
+    from dataclasses import replace
+
+    from batchlab.formulas.roofline import RateCurve
+    from batchlab.lecture.case import CASE_STUDY
+
+    flat = RateCurve((1, 10**6), (1e14, 1e14))
+    uniform = model_step(CASE_STUDY.job, flat)
+    compute = model_step(replace(CASE_STUDY.job, partition="compute"), flat)
+    assert compute.step_seconds / uniform.step_seconds == pytest.approx(13 / (12 + 2.37), abs=0.01)
+
+
+def test_causal_halving_of_the_attention_term_is_about_five_percent_for_the_case():
+    s, h = 1024, 1600
+    full, causal = layer_forward_flops(XL, 1, s), layer_forward_flops(XL, 1, s, causal=True)
+    assert causal == pytest.approx(24 * s * h**2 * (1 + s / (12 * h)))
+    assert 1 - causal / full == pytest.approx(0.048, abs=0.001)

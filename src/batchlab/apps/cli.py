@@ -31,8 +31,7 @@ from batchlab.formulas.job import LIMITS
 from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, check_runnable,
                                                   in_flight_microbatches, pipeline_timeline, simulable)
 from batchlab.formulas.precision import element_bytes
-from batchlab.formulas.presets import get_config
-from batchlab.formulas.throughput import layer_forward_flops
+from batchlab.formulas.presets import get_config, layer_forward_flops
 
 __all__ = ["main", "COMMANDS"]
 

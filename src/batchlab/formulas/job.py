@@ -88,7 +88,7 @@ class Job:
                           global_batch=self.global_batch)  # whole numbers, and m = G / (b · d) whole
         for name in ("global_batch", "micro_batch_size", "data_parallel"):
             at_most(name, getattr(self, name), LIMITS[name][1], "上限")
-        stages = partition_layers(self.model, self.pipeline_stages, self.partition)
+        stages = partition_layers(self.model, self.pipeline_stages, self.partition, self.seq_len)
         check_runnable(self.schedule, self.pipeline_stages, plan.num_microbatches)
         one_of("recompute", self.recompute, RECOMPUTE_MODES)
         if self.precision is None:  # frozen: the default is filled in once, here

@@ -18,15 +18,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from batchlab.formulas.checks import at_most, one_of, whole
-from batchlab.formulas.presets import GPTConfig, embedding_params, head_params, layer_params
+from typing import Callable
 
-__all__ = ["Stage", "PARTITION_METHODS", "partition_layers"]
+from batchlab.formulas.checks import at_most, one_of, whole
+from batchlab.formulas.presets import (GPTConfig, check_seq_len, embedding_params, head_forward_flops, head_params,
+                                       layer_forward_flops, layer_params)
+
+__all__ = ["Stage", "PARTITION_METHODS", "partition_layers", "stage_forward_flops"]
 
 PARTITION_METHODS: dict[str, str] = {
     "uniform": "均匀切分：每段 ⌊L/p⌋ 层，余下的层从第一段起各加一层",
-    "balanced": "均衡切分：让参数最多的那一段尽量小（嵌入和输出头计入首末两段）",
+    "compute": "按计算量均衡：让 FLOPs 最多的那一段尽量小（输出头计入末段；嵌入只是查表，几乎不花 FLOPs）",
+    "parameters": "按参数量均衡：让参数最多的那一段尽量小（嵌入和输出头计入首末两段；省显存，不省时间）",
 }
+"""How a model's layers may be cut into stages. ``compute`` balances time (what a slow last stage needs);
+``parameters`` balances model-state memory, like DeepSpeed's ``partition_method="parameters"``."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,11 @@ class Stage:
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+
+def stage_forward_flops(config: GPTConfig, stages: list[Stage], seq_len: int) -> list[float]:
+    """Each stage's forward FLOPs for one sequence of ``seq_len`` tokens (layers, and the head on the last)."""
+    return [_stage_flops(config, len(stages), st.index, st.num_layers, seq_len) for st in stages]
 
 
 def _head_on_last_stage(config: GPTConfig, pipeline_stages: int) -> int:
@@ -67,9 +78,17 @@ def _uniform_sizes(n_layer: int, p: int) -> list[int]:
     return [base + (1 if s < extra else 0) for s in range(p)]
 
 
-def _balanced_sizes(config: GPTConfig, p: int) -> list[int]:
-    """Contiguous split, ≥ 1 layer per stage, minimising the largest stage's parameters (exact DP)."""
-    n = config.n_layer
+def _stage_flops(config: GPTConfig, pipeline_stages: int, index: int, num_layers: int, seq_len: int) -> float:
+    """Forward FLOPs of one sequence on this stage: its layers, plus the output head on the last stage
+    (the embedding lookup and the final LayerNorm cost next to nothing)."""
+    flops = num_layers * layer_forward_flops(config, 1, seq_len)
+    if index == pipeline_stages - 1:
+        flops += head_forward_flops(config, 1, seq_len)
+    return flops
+
+
+def _balanced_sizes(n: int, p: int, cost: Callable[[int, int], float]) -> list[int]:
+    """Contiguous split of ``n`` layers, ≥ 1 per stage, minimising the largest ``cost(stage, layers)`` (exact DP)."""
     inf = float("inf")
     # best[s][k]: the smallest possible maximum over stages 0..s−1 holding the first k layers.
     best = [[inf] * (n + 1) for _ in range(p + 1)]
@@ -78,9 +97,9 @@ def _balanced_sizes(config: GPTConfig, p: int) -> list[int]:
     for s in range(1, p + 1):
         for k in range(s, n - (p - s) + 1):
             for j in range(s - 1, k):
-                cost = max(best[s - 1][j], _stage_params(config, p, s - 1, k - j))
-                if cost < best[s][k]:
-                    best[s][k], cut[s][k] = cost, j
+                worst = max(best[s - 1][j], cost(s - 1, k - j))
+                if worst < best[s][k]:
+                    best[s][k], cut[s][k] = worst, j
     sizes, k = [], n
     for s in range(p, 0, -1):
         j = cut[s][k]
@@ -89,18 +108,25 @@ def _balanced_sizes(config: GPTConfig, p: int) -> list[int]:
     return sizes[::-1]
 
 
-def partition_layers(config: GPTConfig, pipeline_stages: int, method: str = "uniform") -> list[Stage]:
+def partition_layers(config: GPTConfig, pipeline_stages: int, method: str = "uniform",
+                     seq_len: int | None = None) -> list[Stage]:
     """Split ``config``'s layers into ``pipeline_stages`` contiguous stages.
 
     ``"uniform"`` (default, as Megatron-LM): ⌊L/p⌋ layers per stage, the remainder one each to the
-    first stages. ``"balanced"``: the contiguous split whose largest stage, counted in parameters with
-    the embedding on the first and the head on the last stage, is smallest. Every stage gets at least
-    one layer, so ``pipeline_stages`` cannot exceed ``n_layer``.
+    first stages. ``"compute"``: the contiguous split whose slowest stage — forward FLOPs at ``seq_len``
+    (default: the model's context), the output head on the last stage — is smallest; what Megatron-LM's
+    uneven first/last-stage layer counts are for. ``"parameters"``: the split whose largest stage in
+    parameters (the embedding on the first stage, the head on the last) is smallest. Every stage gets at
+    least one layer, so ``pipeline_stages`` cannot exceed ``n_layer``.
     """
     p = whole("pipeline_stages", pipeline_stages)
     at_most("pipeline_stages", p, config.n_layer, f"{config.name} 的层数 n_layer")  # every stage needs a layer
     one_of("method", method, PARTITION_METHODS)
-    sizes = _uniform_sizes(config.n_layer, p) if method == "uniform" else _balanced_sizes(config, p)
+    s = config.n_positions if seq_len is None else check_seq_len(config, seq_len)
+    costs = {"parameters": lambda i, n: _stage_params(config, p, i, n),
+             "compute": lambda i, n: _stage_flops(config, p, i, n, s)}
+    sizes = (_uniform_sizes(config.n_layer, p) if method == "uniform"
+             else _balanced_sizes(config.n_layer, p, costs[method]))
     stages, start = [], 0
     for s, size in enumerate(sizes):
         stages.append(Stage(index=s, layers=range(start, start + size), has_embedding=s == 0,

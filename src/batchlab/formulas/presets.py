@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from batchlab.formulas.checks import divides, fraction, one_of, whole
 
 __all__ = ["GPTConfig", "PRESETS", "PUBLISHED_PARAMS", "get_config", "check_seq_len", "count_params",
-           "embedding_params", "layer_params", "head_params"]
+           "embedding_params", "layer_params", "head_params", "layer_forward_flops", "head_forward_flops"]
 
 
 @dataclass(frozen=True)
@@ -109,3 +109,19 @@ def count_params(config: GPTConfig) -> int:
     the ``meta`` device.
     """
     return embedding_params(config) + config.n_layer * layer_params(config) + head_params(config)
+
+
+def layer_forward_flops(config: GPTConfig, micro_batch_size: int, seq_len: int, causal: bool = False) -> float:
+    """One transformer layer's forward matmul FLOPs for one micro-batch: 24·b·s·h²·(1 + s/(6h)), Narayanan
+    et al. 2021's count, which the book uses throughout.
+
+    ``causal=True`` halves the attention term (the QKᵀ and score·V matmuls, 4·b·s²·h): a causal mask needs
+    only the lower triangle, and current Megatron-LM's FLOPs count does halve it — 24·b·s·h²·(1 + s/(12h)).
+    """
+    b, s, h = micro_batch_size, seq_len, config.d_model
+    return 24 * b * s * h * h * (1 + s / ((12 if causal else 6) * h))
+
+
+def head_forward_flops(config: GPTConfig, micro_batch_size: int, seq_len: int) -> float:
+    """The output head's forward FLOPs (logits): 2·b·s·h·V."""
+    return 2 * micro_batch_size * seq_len * config.d_model * config.vocab_size

@@ -7,8 +7,9 @@ means fewer micro-batches (a bigger bubble) but larger matrix multiplications (M
 sequence length rows), which a device runs at a higher fraction of its peak. This module puts both
 into one modelled step time, so the trade-off can be computed instead of argued.
 
-**FLOPs** (Narayanan et al. 2021, §5.1): a transformer layer's forward pass costs
-24·b·s·h²·(1 + s/(6h)) FLOPs (its matmuls), the output head 2·b·s·h·V; the backward pass twice the
+**FLOPs** (Narayanan et al. 2021, §5.1; the counts live beside the parameter counts in
+:mod:`batchlab.formulas.presets`): a transformer layer's forward pass costs 24·b·s·h²·(1 + s/(6h)) FLOPs (its
+matmuls), the output head 2·b·s·h·V; the backward pass twice the
 forward; full recomputation adds one more forward of the layers. Per token of a training step this is
 the paper's 72·l·h²·(1 + s/(6h) + V/(12·l·h)) without recomputation and 96·l·h²·(1 + s/(6h) +
 V/(16·l·h)) with it.
@@ -24,22 +25,11 @@ from dataclasses import dataclass
 from batchlab.formulas.checks import positive
 from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, bubble_fraction
-from batchlab.formulas.presets import GPTConfig
+from batchlab.formulas.presets import head_forward_flops, layer_forward_flops
 from batchlab.formulas.roofline import RateCurve
 
-__all__ = ["layer_forward_flops", "head_forward_flops", "model_flops_per_token",
+__all__ = ["model_flops_per_token",
            "mfu", "StepModel", "model_step"]
-
-def layer_forward_flops(config: GPTConfig, micro_batch_size: int, seq_len: int) -> float:
-    """One transformer layer's forward matmul FLOPs for one micro-batch: 24·b·s·h²·(1 + s/(6h))."""
-    b, s, h = micro_batch_size, seq_len, config.d_model
-    return 24 * b * s * h * h * (1 + s / (6 * h))
-
-
-def head_forward_flops(config: GPTConfig, micro_batch_size: int, seq_len: int) -> float:
-    """The output head's forward FLOPs (logits): 2·b·s·h·V."""
-    return 2 * micro_batch_size * seq_len * config.d_model * config.vocab_size
-
 
 def _training_flops(layers: float, head: float, recompute: str) -> float:
     """Forward + backward of ``layers`` and ``head`` forward FLOPs; full recomputation runs the layers'

@@ -78,7 +78,7 @@ class StageModule(nn.Module):
 
 def split_model(model: GPT, pipeline_stages: int, method: str = "uniform") -> list[StageModule]:
     """Cut ``model`` into ``pipeline_stages`` :class:`StageModule` s along
-    :func:`~batchlab.formulas.partition.partition_layers` (``method``: ``"uniform"`` or ``"balanced"``).
+    :func:`~batchlab.formulas.partition.partition_layers` (``method``: one of :data:`~batchlab.formulas.partition.PARTITION_METHODS`).
 
     The stages share the GPT's modules (no copy): training a stage trains the GPT.
 
