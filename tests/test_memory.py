@@ -10,6 +10,7 @@ from batchlab.formulas.memory import (bytes_per_param, grow_micro_batch, layer_a
 from batchlab.formulas.partition import partition_layers
 from batchlab.formulas.pipeline_schedules import runnable
 from batchlab.formulas.presets import GPTConfig, get_config
+from batchlab.lecture.case import CASE_STUDY
 
 XL = get_config("gpt2-xl")
 # The case study's shape: gpt2-xl, s = 1024, micro-batch 2, 4 stages, 2 replicas, m = 16 micro-batches.
@@ -149,3 +150,18 @@ def test_straight_line_criterion_flips_on_a_curve():
     assert straight_line_residual(b, [100 + 37 * x * x for x in b]) > 0.05  # quadratic: not a line
     with pytest.raises(ValueError, match="至少 3 个点"):
         straight_line_residual([1, 2], [1, 2])
+
+
+def test_megatron_convention_keeps_fp32_gradients_and_all_reduces_them():
+    """16 B/param is ZeRO's convention (16-bit gradients); Megatron-LM under bf16 keeps fp32 main gradients:
+    18 B/param with Adam, and the all-reduce carries twice the bytes."""
+    from batchlab.formulas.comm import step_communication
+
+    assert sum(bytes_per_param("bf16-mixed", "adam").values()) == 16
+    assert sum(bytes_per_param("bf16-mixed", "adam", fp32_grads=True).values()) == 18
+    assert bytes_per_param("fp32", "adam", fp32_grads=True) == bytes_per_param("fp32", "adam")
+    zero, megatron = CASE_STUDY.job, replace(CASE_STUDY.job, fp32_grads=True)
+    assert megatron.gradient_bytes == 4 and zero.gradient_bytes == 2
+    stage = zero.stages[1].params
+    assert stage_memory(megatron).stages[1].states.gradients == 4 * stage == 2 * stage_memory(zero).stages[1].states.gradients
+    assert step_communication(megatron).allreduce_bytes == 2 * step_communication(zero).allreduce_bytes

@@ -54,6 +54,9 @@ def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool
     memory.add_argument("--optimizer", choices=list(OPTIMIZER_STATES), default="adam",
                         help="decides the optimizer-state bytes (default adam)")
     memory.add_argument("--zero1", action="store_true", help="shard optimizer states over data parallel (ZeRO-1)")
+    memory.add_argument("--fp32-grads", action="store_true",
+                        help="Megatron-LM's convention under bf16: fp32 main gradients, all-reduced in fp32 "
+                             "(18 B/param with Adam); default ZeRO's 16-bit gradients (16 B/param)")
     memory.add_argument("--dropout", type=float, default=None,
                         help="dropout probability; > 0 keeps 1-byte masks per dropout (default: the model's, "
                              "0.1 for GPT-2 sizes as GPT-2 and Megatron-LM train, 0 for the small models)")
@@ -71,7 +74,8 @@ def job_from_args(args: argparse.Namespace) -> Job:
                global_batch=args.global_batch, micro_batch_size=args.micro_batch,
                pipeline_stages=args.pipeline_stages, data_parallel=args.data_parallel, schedule=args.schedule,
                recompute=args.recompute, precision=args.precision, optimizer=args.optimizer, zero1=args.zero1,
-               dropout=args.dropout, attention=args.attention, device_memory_gib=args.device_memory_gib)
+               fp32_grads=args.fp32_grads, dropout=args.dropout, attention=args.attention,
+               device_memory_gib=args.device_memory_gib)
 
 
 def device_figures(peak_flops: float, bandwidth: float | None, job: Job) -> dict:
@@ -87,13 +91,15 @@ def _job_summary(job: Job) -> dict:
     """The job's fields as the JSON reports name them."""
     return {"model": job.model.name, "params": count_params(job.model), "seq_len": job.seq_len,
             "schedule": job.schedule, "recompute": job.recompute, "precision": job.precision,
-            "optimizer": job.optimizer, "zero1": job.zero1, "dropout": job.dropout, "attention": job.attention}
+            "optimizer": job.optimizer, "zero1": job.zero1, "fp32_grads": job.fp32_grads,
+            "dropout": job.dropout, "attention": job.attention}
 
 
 def _memory_settings(report: dict) -> str:
     """The settings the memory answer rests on, in one line of the text reports."""
     return (f"{report['schedule']}, recompute {report['recompute']}, {report['precision']}, {report['optimizer']}"
-            f"{' + ZeRO-1' if report['zero1'] else ''}, dropout {report['dropout']:g}, {report['attention']} attention")
+            f"{' + ZeRO-1' if report['zero1'] else ''}{', fp32 grads' if report['fp32_grads'] else ''}, "
+            f"dropout {report['dropout']:g}, {report['attention']} attention")
 
 
 # ── plan ─────────────────────────────────────────────────────────────────────────────────────────

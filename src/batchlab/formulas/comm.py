@@ -64,11 +64,11 @@ class StepCommunication:
 def step_communication(job: Job) -> StepCommunication:
     """Point-to-point and all-reduce traffic of one step of ``job`` (module docstring).
 
-    Activations travel at the precision's activation element size, gradients are all-reduced at its
-    gradient size (both as in :mod:`batchlab.formulas.memory`).
+    Activations travel at the precision's activation element size, gradients are all-reduced at
+    ``job.gradient_bytes`` (16-bit under ZeRO's convention, fp32 under Megatron-LM's ``fp32_grads``).
     """
     p, m = job.pipeline_stages, job.num_microbatches
-    grad_bytes = job.element_bytes  # gradients are kept, and all-reduced, in the precision's dtype
+    grad_bytes = job.gradient_bytes
     largest = max(stage.params for stage in job.stages)
     return StepCommunication(
         num_microbatches=m,

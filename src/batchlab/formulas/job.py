@@ -18,7 +18,7 @@ from batchlab.formulas.batching import BatchPlan, plan_batch
 from batchlab.formulas.checks import at_most, between, fraction, one_of, whole
 from batchlab.formulas.partition import Stage, partition_layers
 from batchlab.formulas.pipeline_schedules import check_runnable, in_flight_microbatches
-from batchlab.formulas.precision import ELEMENT_BYTES, PRECISION_DTYPE, PRECISIONS, default_precision
+from batchlab.formulas.precision import ELEMENT_BYTES, PRECISION_DTYPE, PRECISIONS, default_precision, gradient_bytes
 from batchlab.formulas.presets import GPTConfig, check_seq_len
 
 __all__ = ["Job", "LIMITS", "OPTIMIZER_STATES", "RECOMPUTE_MODES", "ATTENTION_KINDS", "DEVICE_MEMORY_GIB", "GIB"]
@@ -61,6 +61,8 @@ class Job:
     Megatron-LM train; 0 for the small models), so the printed job always shows the value the bytes assume;
     with dropout > 0 the memory model keeps its masks (Korthikanti et al.'s 34·sbh + 5·as²b);
     ``dropout_mask_bytes`` is 1 on accelerators (CPU ``F.dropout`` keeps 4).
+    ``fp32_grads`` False is ZeRO's convention (16-bit gradients: 16 B/param with Adam); True is Megatron-LM's
+    under bf16 (fp32 main gradients, all-reduced in fp32: 18 B/param without its distributed optimizer).
     """
 
     model: GPTConfig
@@ -74,6 +76,7 @@ class Job:
     precision: str | None = None
     optimizer: str = "adam"
     zero1: bool = False
+    fp32_grads: bool = False
     attention: str = "materialized"
     dropout: float | None = None
     dropout_mask_bytes: int = 1
@@ -96,6 +99,7 @@ class Job:
         one_of("precision", self.precision, PRECISIONS)
         one_of("optimizer", self.optimizer, OPTIMIZER_STATES)
         one_of("zero1", self.zero1, (True, False))
+        one_of("fp32_grads", self.fp32_grads, (True, False))
         one_of("attention", self.attention, ATTENTION_KINDS)
         if self.dropout is None:
             object.__setattr__(self, "dropout", self.model.dropout)
@@ -152,6 +156,11 @@ class Job:
     def element_bytes(self) -> int:
         """Bytes of one activation (and weight, and gradient) element under this job's precision."""
         return ELEMENT_BYTES[PRECISION_DTYPE[self.precision]]
+
+    @property
+    def gradient_bytes(self) -> int:
+        """Bytes of one gradient element, as kept and all-reduced: the precision's, or 4 with ``fp32_grads``."""
+        return gradient_bytes(self.precision, self.fp32_grads)
 
     @property
     def device_memory_bytes(self) -> int:

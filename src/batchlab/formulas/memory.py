@@ -14,8 +14,11 @@ precision        weights  gradients  optimizer
 ``bf16-mixed``   2        2          fp32 master copy 4 + the same (Adam: 12)
 ===============  =======  =========  ==========================================
 
-so 16-bit mixed-precision Adam costs the usual 2 + 2 + 12 = 16 bytes per parameter. ZeRO-1 shards
-the optimizer column (master copy included) over the data-parallel replicas.
+so 16-bit mixed-precision Adam costs the usual 2 + 2 + 12 = 16 bytes per parameter: ZeRO's convention,
+16-bit gradients. Megatron-LM under bf16 keeps fp32 *main* gradients instead (and all-reduces them in
+fp32), so without its distributed optimizer it costs 2 + 4 + 12 = 18 bytes per parameter; the Megatron-based
+Ascend stacks (MindSpeed) inherit that. ``Job.fp32_grads`` picks the convention. ZeRO-1 shards the
+optimizer column (master copy included) over the data-parallel replicas.
 
 **Activations per transformer layer and micro-batch** (Korthikanti et al. 2022, §4), with s the
 sequence length, b the micro-batch size, h the width, a the heads, e the bytes of one activation
@@ -43,7 +46,7 @@ from dataclasses import dataclass
 from batchlab.formulas.checks import fraction, one_of, whole
 from batchlab.formulas.job import OPTIMIZER_STATES, Job
 from batchlab.formulas.partition import Stage
-from batchlab.formulas.precision import ELEMENT_BYTES, MASTER_WEIGHT_BYTES, PRECISION_DTYPE, PRECISIONS
+from batchlab.formulas.precision import ELEMENT_BYTES, MASTER_WEIGHT_BYTES, PRECISION_DTYPE, PRECISIONS, gradient_bytes
 
 __all__ = ["bytes_per_param", "ModelStates", "model_states", "layer_activation_bytes", "stage_activation_bytes",
            "StageMemory", "MemoryReport", "stage_memory", "grow_micro_batch"]
@@ -52,14 +55,16 @@ LOGIT_BYTES = 4       # the loss's log-softmax is kept in fp32 in both precision
 TOKEN_ID_BYTES = 8    # int64 token ids
 
 
-def bytes_per_param(precision: str, optimizer: str) -> dict[str, int]:
-    """Bytes each parameter costs in weights, gradients and optimizer states (see the module table)."""
-    return _bytes_per_param(one_of("precision", precision, PRECISIONS), one_of("optimizer", optimizer, OPTIMIZER_STATES))
+def bytes_per_param(precision: str, optimizer: str, fp32_grads: bool = False) -> dict[str, int]:
+    """Bytes each parameter costs in weights, gradients and optimizer states (see the module table);
+    ``fp32_grads`` is Megatron-LM's convention (fp32 main gradients), False ZeRO's."""
+    return _bytes_per_param(one_of("precision", precision, PRECISIONS), one_of("optimizer", optimizer, OPTIMIZER_STATES),
+                            one_of("fp32_grads", fp32_grads, (True, False)))
 
 
-def _bytes_per_param(precision: str, optimizer: str) -> dict[str, int]:
+def _bytes_per_param(precision: str, optimizer: str, fp32_grads: bool) -> dict[str, int]:
     element = ELEMENT_BYTES[PRECISION_DTYPE[precision]]
-    return {"parameters": element, "gradients": element,
+    return {"parameters": element, "gradients": gradient_bytes(precision, fp32_grads),
             "optimizer": MASTER_WEIGHT_BYTES[precision] + OPTIMIZER_STATES[optimizer]}
 
 
@@ -79,7 +84,7 @@ class ModelStates:
 def model_states(params: int, job: Job) -> ModelStates:
     """Model-state bytes of ``params`` parameters under ``job``'s precision and optimizer; ZeRO-1 divides
     the optimizer states (master copy included) over the data-parallel replicas, rounding up."""
-    per = _bytes_per_param(job.precision, job.optimizer)  # the job's choices are already checked
+    per = _bytes_per_param(job.precision, job.optimizer, job.fp32_grads)  # the job's choices are already checked
     optimizer_bytes = per["optimizer"] * params
     if job.zero1:
         optimizer_bytes = -(-optimizer_bytes // job.data_parallel)

@@ -12,7 +12,7 @@ from batchlab.formulas.checks import one_of
 from batchlab.formulas.presets import GPTConfig
 
 __all__ = ["ELEMENT_BYTES", "element_bytes", "PRECISIONS", "PRECISION_DTYPE", "MASTER_WEIGHT_BYTES",
-           "default_precision"]
+           "gradient_bytes", "default_precision"]
 
 ELEMENT_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
 """Bytes per element of each dtype."""
@@ -30,6 +30,12 @@ MASTER_WEIGHT_BYTES: dict[str, int] = {"bf16-mixed": 4, "fp32": 0}
 def element_bytes(dtype: str) -> int:
     """Bytes per element of ``dtype`` (``"float32"``, ``"bfloat16"`` or ``"float16"``)."""
     return ELEMENT_BYTES[one_of("dtype", dtype, ELEMENT_BYTES)]
+
+
+def gradient_bytes(precision: str, fp32_grads: bool) -> int:
+    """Bytes of one gradient element as kept and all-reduced: the precision's dtype (ZeRO's convention), or
+    fp32 with ``fp32_grads`` (Megatron-LM's under bf16: fp32 main gradients). ``precision`` is already checked."""
+    return 4 if fp32_grads else ELEMENT_BYTES[PRECISION_DTYPE[precision]]
 
 
 def default_precision(config: GPTConfig) -> str:
