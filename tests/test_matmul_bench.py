@@ -154,3 +154,31 @@ def test_cli_text_table(capsys):
     assert lines[0].startswith("device  cpu") and "TFLOP/s" in lines[1] and "of best" in lines[1]
     assert [line.split()[:3] for line in lines[2:]] == [["2", "64", "64"], ["4", "64", "64"]]
     assert any(line.endswith("100.0%") for line in lines[2:])
+
+
+def test_a_hopeless_benchmark_is_refused_after_the_probe_without_timing_the_large_shapes(monkeypatch):
+    """The duration bound comes from a small probe call: a request whose lower bound is already past the limit
+    never multiplies its large shapes (bf16 on a CPU took minutes to calibrate before it was refused)."""
+    import batchlab.measure.matmul as matmul
+
+    rows = []
+    real = torch.matmul
+
+    def counting(a, b, **kwargs):
+        rows.append(a.shape[0])
+        return real(a, b, **kwargs)
+
+    monkeypatch.setattr(matmul.torch, "matmul", counting)
+    with pytest.raises(ValueError, match="超过了上限 1e-06 s"):
+        bench_matmul([512, 1024], k=64, n=64, device="cpu", repeats=1, min_seconds=1e-6, max_seconds=1e-6)
+    assert rows[-2:] == [64, 64] and max(rows) == 64  # the probe (kernel selection + a timed call), nothing larger
+    rows.clear()
+    assert bench_matmul([512, 1024], k=64, n=64, device="cpu", repeats=1, min_seconds=1e-6)["results"]
+    probe = rows.index(64)
+    assert rows[probe:probe + 4] == [64, 64, 512, 1024]  # then each m once, smallest first, before the samples
+
+
+def test_the_cli_multiplies_in_the_training_dtype_of_the_device():
+    from batchlab.measure.matmul import training_dtype
+
+    assert training_dtype("cpu") == "float32" and training_dtype(torch.device("meta")) == "bfloat16"

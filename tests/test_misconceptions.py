@@ -218,6 +218,26 @@ def test_checklist_covers_every_step():
     assert {cmd.split()[0] for cmd in commands} == {"plan", "bench-matmul", "pipeline", "tune"}
 
 
+def test_checklist_commands_use_the_case_shapes():
+    """The page students copy measures the case: its job (gpt2-xl, s = 1024, global batch 64, 4 stages × 2),
+    its pipeline (p = 4, m = 16) and its MLP matmul, K = h = 1600, N = 4h, M = micro-batch × s (4.4's lesson)."""
+    from batchlab.apps.cli import COMMANDS, build_parser
+
+    parser, case = build_parser(), CASE_STUDY.job
+    for arguments in checklist_commands():
+        args = parser.parse_args(shlex.split(arguments))
+        if args.command in ("plan", "tune"):
+            assert (args.model, args.seq_len, args.global_batch, args.pipeline_stages, args.data_parallel) == (
+                case.model.name, case.seq_len, case.global_batch, case.pipeline_stages, case.data_parallel)
+        elif args.command == "pipeline":
+            assert (args.stages, args.micro_batches) == (case.pipeline_stages, case.num_microbatches)
+        else:
+            assert args.command == "bench-matmul" and args.command in COMMANDS
+            assert (args.k, args.n) == (case.model.d_model, 4 * case.model.d_model)
+            assert all(m % case.seq_len == 0 and case.global_batch % (m // case.seq_len * case.data_parallel) == 0
+                       for m in args.m), args.m
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("arguments", checklist_commands())
 def test_checklist_command_exits_zero(arguments):
@@ -295,5 +315,6 @@ def test_best_sgd_rate_moves_with_the_batch(corpus):
     for batch in (8, 64):
         final = {lr: bigram_sgd(corpus, batch_size=batch, steps=1024 // batch, lr=lr).final_eval_loss for lr in grid}
         best[batch] = min(final, key=final.get)
+    # A √8-spaced grid can only say that the best rate grows; the ratio itself is measured on 4.6's finer
+    # grid (tests/test_lr_verdicts.py), where it is about 4, not the grid's 8.
     assert best_rate_grows(best)
-    assert best[64] / best[8] == pytest.approx(8)

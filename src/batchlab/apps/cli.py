@@ -5,7 +5,7 @@
     python -m batchlab tune --model gpt2-xl --seq-len 1024 --global-batch 64 \\
         --pipeline-stages 4 --data-parallel 2 [--peak-tflops 256 --bandwidth-tbs 0.4] --json
     python -m batchlab device
-    python -m batchlab bench-matmul --m 1 8 64 128 --dtype bfloat16
+    python -m batchlab bench-matmul --m 1024 2048 4096 --k 1600 --n 6400
     python -m batchlab pipeline --schedule 1f1b --stages 4 --micro-batches 8 [--run local|distributed]
     python -m batchlab grade submissions/ [--csv grades.csv] [--timeout 600]
 
@@ -33,7 +33,7 @@ from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULE
 from batchlab.formulas.precision import element_bytes
 from batchlab.formulas.presets import get_config, layer_forward_flops
 
-__all__ = ["main", "COMMANDS"]
+__all__ = ["main", "build_parser", "COMMANDS"]
 
 
 # argparse's own usage errors, in the book's language (the patterns are argparse's messages).
@@ -105,7 +105,8 @@ def _bench_matmul_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, default=4096, help="inner dimension K (default 4096)")
     parser.add_argument("--n", type=int, default=8192, help="columns N (default 8192)")
     # No argparse choices: the package's one_of check answers in the book's wording.
-    parser.add_argument("--dtype", default="float32", help="float32 (default), bfloat16 or float16")
+    parser.add_argument("--dtype", default="auto",
+                        help="auto (default: bfloat16 on an NPU/GPU, float32 on a CPU), float32, bfloat16 or float16")
     parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, npu, npu:1, …")
     parser.add_argument("--repeats", type=int, default=5, help="samples per M; the best counts (default 5)")
     parser.add_argument("--min-seconds", type=float, default=0.01,
@@ -113,10 +114,12 @@ def _bench_matmul_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _bench_matmul(args: argparse.Namespace) -> dict:
-    element_bytes(args.dtype)  # a dtype typo answers before torch loads (seconds on a laptop)
-    from batchlab.measure.matmul import bench_matmul, efficiency  # torch only for the commands that need it
+    if args.dtype != "auto":
+        element_bytes(args.dtype)  # a dtype typo answers before torch loads (seconds on a laptop)
+    from batchlab.measure.matmul import bench_matmul, efficiency, training_dtype  # torch only when needed
 
-    report = bench_matmul(args.m, args.k, args.n, args.dtype, args.device, args.repeats, args.min_seconds,
+    dtype = training_dtype(args.device) if args.dtype == "auto" else args.dtype
+    report = bench_matmul(args.m, args.k, args.n, dtype, args.device, args.repeats, args.min_seconds,
                           max_seconds=CLI_BENCH_SECONDS)
     report["fraction_of_best"] = efficiency(report["results"])
     return report
@@ -276,13 +279,19 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The calculator's parser: one subcommand per entry of :data:`COMMANDS`, each with ``--json``."""
     parser = _Parser(prog="python -m batchlab", description="Batch-size calculator of 《Batch Size 核心概念》.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, command in COMMANDS.items():
         command_parser = sub.add_parser(name, help=command.help)
         command.add_arguments(command_parser)
         command_parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     command = COMMANDS[args.command]
     try:

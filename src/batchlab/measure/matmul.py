@@ -23,7 +23,7 @@ from batchlab.formulas.roofline import matmul_flops, ridge_point
 from batchlab.measure.device import as_device, device_name, synchronize, timed_region
 from batchlab.measure.device_memory import memory_info
 
-__all__ = ["DTYPES", "DEFAULT_MS", "bench_matmul", "efficiency", "measure_ceilings"]
+__all__ = ["DTYPES", "DEFAULT_MS", "training_dtype", "bench_matmul", "efficiency", "measure_ceilings"]
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEFAULT_MS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -110,22 +110,55 @@ def _seconds_per_call(fn: Callable[[], object], device: torch.device, repeats: i
     return min(samples) / calls, calls
 
 
+def training_dtype(device: torch.device | str | None = None) -> str:
+    """The dtype a training job multiplies in on ``device``: ``bfloat16`` on an NPU or GPU (16-bit mixed
+    precision), ``float32`` on a CPU (where bf16 matmuls are often emulated, two orders of magnitude slower)."""
+    return "float32" if as_device(device).type == "cpu" else "bfloat16"
+
+
+PROBE_ROWS = 64
+"""Rows of the first, small timed call that every duration estimate starts from."""
+RATE_GROWTH = 64
+"""How much faster per FLOP a larger M may run than the probe, at most, when bounding a duration from
+below (a CPU gains 2–10× from M = 64 upwards, an accelerator more; a generous bound only delays a refusal)."""
+
+
 def _check_duration(weight: torch.Tensor, ms: Sequence[int], generator: torch.Generator, dtype: torch.dtype,
                     device: torch.device, repeats: int, min_seconds: float, max_seconds: float) -> None:
-    """Time one call per m and refuse a benchmark whose samples would run past ``max_seconds``."""
-    calls = []
-    for m in sorted(set(ms), reverse=True):
-        a = _random((m, weight.shape[0]), generator, dtype, device)
-        if not calls:
-            torch.matmul(a, weight)  # the first call pays for kernel selection
+    """Refuse a benchmark whose samples would run past ``max_seconds``, without running it first.
+
+    A small probe call (:data:`PROBE_ROWS` rows) gives a lower bound for every m: no less time than the probe,
+    and no more than :data:`RATE_GROWTH` times its rate. The m are then timed once each, smallest first,
+    and the estimate — (repeats + 1) × Σ max(min_seconds, one call), measured where timed, bounded below
+    elsewhere — is checked after each, so a hopeless request (bf16 on a CPU without bf16 units) is refused
+    within about a probe's time instead of after minutes of calibration.
+    """
+    k = weight.shape[0]
+    probe_rows = min(min(ms), PROBE_ROWS)
+    a = _random((probe_rows, k), generator, dtype, device)
+    torch.matmul(a, weight)  # the first call pays for kernel selection
+    with timed_region(device) as timing:
+        torch.matmul(a, weight)
+    probe = timing.seconds
+    scale = matmul_flops(probe_rows, k, 1)
+    seconds = {m: max(probe, probe * matmul_flops(m, k, 1) / scale / RATE_GROWTH) for m in set(ms)}
+
+    def check(estimate: float) -> None:
+        if estimate > max_seconds:
+            raise ValueError(f"(repeats + 1) × Σ max(min_seconds, 一次调用的时间) ≈ {estimate:.3g} s（至少）："
+                             f"超过了上限 {max_seconds:g} s，请减少 repeats、m 的个数或 min_seconds，或换一种 dtype/设备")
+
+    def estimate() -> float:
+        # each m: its samples plus the calibration that finds how many calls fill min_seconds (≈ one sample)
+        return (repeats + 1) * sum(max(min_seconds, seconds[m]) for m in ms)
+
+    check(estimate())
+    for m in sorted(seconds):
+        a = _random((m, k), generator, dtype, device)
         with timed_region(device) as timing:
             torch.matmul(a, weight)
-        calls.append(timing.seconds)
-    # each m: its samples plus the calibration that finds how many calls fill min_seconds (≈ one sample)
-    estimate = (repeats + 1) * sum(max(min_seconds, seconds) for seconds in calls) * len(ms) / len(calls)
-    if estimate > max_seconds:
-        raise ValueError(f"(repeats + 1) × Σ max(min_seconds, 一次调用的时间) ≈ {estimate:.3g} s：超过了上限 "
-                         f"{max_seconds:g} s，请减少 repeats、m 的个数或 min_seconds")
+        seconds[m] = timing.seconds
+        check(estimate())
 
 
 def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, dtype: str = "float32",
