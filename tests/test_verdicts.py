@@ -58,3 +58,12 @@ def test_like_with_like_needs_every_pairing():
         beats_like_with_like(linear, {"预热": [2.3, 2.3, 2.3]})
     with pytest.raises(ValueError, match="一一对应"):
         beats_like_with_like(linear, {"无预热": [2.4], "预热": [2.3, 2.3, 2.3]})
+
+
+def test_update_verdict_has_a_third_word_for_random_computations():
+    from batchlab.lecture.verdicts import SAME_DISTRIBUTION, VERDICT, update_verdict
+
+    assert update_verdict(1e-7, 0.3) == VERDICT[True]           # float rounding: the same update
+    assert update_verdict(0.3, 0.34) == SAME_DISTRIBUTION        # like re-drawing the masks
+    assert update_verdict(0.9, 0.34) == VERDICT[False]           # far past the re-seeded gap: systematic
+    assert update_verdict(0.3, 0.1) == VERDICT[False]            # a contrary control flips it
