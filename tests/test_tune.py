@@ -237,3 +237,12 @@ def test_plan_and_tune_report_the_device_figures_they_assume(capsys):
     plan = run_json(["plan", "--global-batch", "64", "--micro-batch", "2", "--pipeline-stages", "4",
                      "--data-parallel", "2", "--json"], capsys)
     assert plan["device"] == {"name": "Ascend 910B（低端）", "peak_flops": npu.peak_flops[0], "memory_bytes": 64 * 2**30}
+
+
+def test_the_readme_shows_the_device_figures_tune_reports(capsys):
+    """README.md quotes `tune --json`'s device block for the case: it must be what the command prints."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("`tune --json` says:", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    assert json.loads("{" + block + "}")["device"] == run_json(TUNE + ["--json"], capsys)["device"]
