@@ -1,8 +1,8 @@
 """Communication of one training step under pipeline and data parallelism, as plain numbers (4.6).
 
 **Pipeline, point to point.** In every step each micro-batch crosses each of the p − 1 stage
-boundaries twice: forward, stage s sends its output activations [b, s, h] to stage s + 1; backward,
-stage s + 1 sends the gradient of that same tensor back (GPipe, Huang et al. 2019; Megatron-LM's
+boundaries twice: forward, stage i sends its output activations [b, s, h] to stage i + 1; backward,
+stage i + 1 sends the gradient of that same tensor back (GPipe, Huang et al. 2019; Megatron-LM's
 ``send_forward``/``send_backward``). So per step
 
     messages = 2 (p − 1) m,    bytes = messages · b · s · h · e

@@ -37,11 +37,11 @@ def bubble_fraction(pipeline_stages: int, num_microbatches: int) -> float:
 
 
 def in_flight_microbatches(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[int]:
-    """Per stage s (0 = first), the most micro-batches whose activations it holds at once.
+    """Per stage i (0 = first), the most micro-batches whose activations it holds at once.
 
-    GPipe runs every forward before any backward, so every stage holds all m. 1F1B lets stage s run
-    p − s − 1 warm-up forwards, then alternates one forward with one backward, so it holds
-    min(p − s, m). This count, not the global batch, multiplies a stage's activation memory (4.3).
+    GPipe runs every forward before any backward, so every stage holds all m. 1F1B lets stage i run
+    p − i − 1 warm-up forwards, then alternates one forward with one backward, so it holds
+    min(p − i, m). This count, not the global batch, multiplies a stage's activation memory (4.3).
     The simulator's :meth:`Timeline.peak_in_flight` must agree (a property test checks it).
     """
     one_of("schedule", schedule, SCHEDULES)
@@ -49,7 +49,7 @@ def in_flight_microbatches(schedule: ScheduleName, pipeline_stages: int, num_mic
     m = whole("num_microbatches", num_microbatches)
     if schedule == "gpipe":
         return [m] * p
-    return [min(p - s, m) for s in range(p)]
+    return [min(p - i, m) for i in range(p)]
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,8 @@ def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatche
     if schedule == "gpipe":
         return [[("F", i) for i in range(m)] + [("B", i) for i in range(m)] for _ in range(p)]
     orders = []  # 1F1B
-    for s in range(p):
-        warmup = min(p - s - 1, m)
+    for stage in range(p):
+        warmup = min(p - stage - 1, m)
         order = [("F", i) for i in range(warmup)]
         for j in range(m - warmup):
             order += [("F", warmup + j), ("B", j)]
