@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from batchlab.formulas.job import GIB, Job
-from batchlab.formulas.memory import bytes_per_param, layer_activation_bytes, stage_memory
+from batchlab.formulas.memory import bytes_per_param, layer_activation_bytes, runnable_micro_batch_sizes, stage_memory
 from batchlab.formulas.pipeline_schedules import in_flight_microbatches
 from batchlab.formulas.presets import get_config
 from batchlab.lecture.case import CASE_STUDY
@@ -26,12 +26,13 @@ def _stage0_growth_when_global_doubles() -> float:
 
 EXERCISES: dict[str, Exercise] = {
     "4.3-1": Exercise(
-        "16 位混合精度 + Adam 训练时，每个参数在参数、梯度、优化器状态（含 fp32 主权重）上一共占多少字节？",
+        "按 ZeRO 的约定（梯度与权重同为 16 位），16 位混合精度 + Adam 训练时，每个参数在参数、梯度、优化器状态"
+        "（含 fp32 主权重）上一共占多少字节？",
         lambda: sum(bytes_per_param("bf16-mixed", "adam").values()),
         "参数 2 + 梯度 2 + fp32 主权重 4 + Adam 两个动量各 4。",
     ),
     "4.3-2": Exercise(
-        "案例初始配置（GPT-2 1.5B，4 级流水线，16 位混合精度 Adam，无 ZeRO）中，中间阶段（阶段 1，12 层）"
+        "案例初始配置（GPT-2 1.5B，4 级流水线，16 位混合精度 Adam，16 位梯度，无 ZeRO）中，中间阶段（阶段 1，12 层）"
         "的模型状态占多少 GiB？（保留两位小数）",
         lambda: _case_stage_states_gib(1),
         "一层参数 12·d² + 13·d，d = 1600；乘以 12 层，再乘以每参数 16 字节，除以 2³⁰。",
@@ -40,7 +41,7 @@ EXERCISES: dict[str, Exercise] = {
     "4.3-3": Exercise(
         "8 级流水线、32 个微批次，1F1B 调度下阶段 0 最多同时保存几个微批次的激活值？",
         lambda: in_flight_microbatches("1f1b", 8, 32)[0],
-        "1F1B 的阶段 s 最多持有 min(p − s, m) 个微批次。",
+        "1F1B 的阶段 i（从 0 数起）最多持有 min(p − i, m) 个微批次。",
     ),
     "4.3-4": Exercise(
         "GPT-2 1.5B 的一层（h = 1600，a = 25），s = 1024，微批次大小 2，16 位、有 dropout、不重计算，"
@@ -55,5 +56,11 @@ EXERCISES: dict[str, Exercise] = {
         "阶段 0 的激活显存变为原来的几倍？",
         _stage0_growth_when_global_doubles,
         "1F1B 的阶段 0 最多持有 min(p, m) 个微批次；m 已经不小于 p 时，再增大 m 不增加在途微批次。",
+    ),
+    "4.3-6": Exercise(
+        "案例初始配置（全局批大小 64，数据并行度 2，4 级流水线，1F1B）不改全局批大小和数据并行度，"
+        "不看显存，批次算术允许的最大微批次大小是多少？",
+        lambda: max(runnable_micro_batch_sizes(CASE_STUDY.job)),
+        "微批次大小要整除每个副本的序列数 64 / 2，且 1F1B 要求微批次数 m = 32 / b ≥ p。",
     ),
 }
