@@ -13,8 +13,8 @@ import pytest
 
 from batchlab.formulas.fit import least_squares_line
 from batchlab.formulas.job import GIB, Job
-from batchlab.formulas.memory import (bytes_per_param, grow_micro_batch, logit_bytes, runnable_micro_batch_sizes,
-                                      stage_memory)
+from batchlab.formulas.memory import bytes_per_param, grow_micro_batch, logit_bytes, stage_memory
+from batchlab.formulas.tune import runnable_micro_batch_sizes
 from batchlab.formulas.presets import get_config
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.measure.npu_smi import parse_npu_smi

@@ -49,7 +49,7 @@ from batchlab.formulas.partition import Stage
 from batchlab.formulas.precision import ELEMENT_BYTES, MASTER_WEIGHT_BYTES, PRECISION_DTYPE, PRECISIONS, gradient_bytes
 
 __all__ = ["bytes_per_param", "ModelStates", "model_states", "layer_activation_bytes", "stage_activation_bytes",
-           "StageMemory", "MemoryReport", "stage_memory", "grow_micro_batch"]
+           "StageMemory", "MemoryReport", "stage_memory", "grow_micro_batch", "logit_bytes"]
 
 LOGIT_BYTES = 4       # the loss's log-softmax is kept in fp32 in both precisions
 TOKEN_ID_BYTES = 8    # int64 token ids
@@ -240,14 +240,3 @@ def logit_bytes(job: Job) -> int:
     of a GPT-2-sized vocabulary (in :func:`stage_activation_bytes`). The loss's backward makes a gradient
     of the same shape while it is still held, a transient the peak of :func:`stage_memory` leaves out."""
     return LOGIT_BYTES * job.seq_len * job.micro_batch_size * job.model.vocab_size
-
-
-def runnable_micro_batch_sizes(job: Job) -> list[int]:
-    """Every micro-batch size b ``job``'s batch arithmetic allows at its global batch and data-parallel
-    degree: b divides global_batch / data_parallel (a whole m), and the schedule can run those m
-    micro-batches (1F1B: m ≥ p, :func:`batchlab.formulas.pipeline_schedules.runnable`). Memory is not asked."""
-    from batchlab.formulas.pipeline_schedules import runnable  # the rule lives there; only this helper needs it
-
-    per_replica = job.global_batch // job.data_parallel
-    return [b for b in range(1, per_replica + 1)
-            if per_replica % b == 0 and runnable(job.schedule, job.pipeline_stages, per_replica // b)]

@@ -24,19 +24,26 @@ from batchlab.formulas.pipeline_schedules import runnable
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import model_step
 
-__all__ = ["tune"]
+__all__ = ["tune", "runnable_micro_batch_sizes"]
 
 _RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
+def runnable_micro_batch_sizes(job: Job, pipeline_stages: int | None = None) -> list[int]:
+    """Every micro-batch size b ``job``'s batch arithmetic allows at its global batch and data-parallel
+    degree (with ``pipeline_stages`` stages, default the job's): b divides global_batch / data_parallel (a
+    whole m), b is within the job's limit, and the schedule can run those m micro-batches (1F1B: m ≥ p,
+    :func:`batchlab.formulas.pipeline_schedules.runnable`). Memory is not asked."""
+    p = job.pipeline_stages if pipeline_stages is None else pipeline_stages
+    per_replica = job.global_batch // job.data_parallel
+    return [b for b in range(1, min(per_replica, LIMITS["micro_batch_size"][1]) + 1)
+            if per_replica % b == 0 and runnable(job.schedule, p, per_replica // b)]
+
+
 def _candidates(job: Job, curve: RateCurve, **changes: object) -> list[dict]:
     """One row per runnable micro-batch size of ``job`` with ``changes`` applied (each its own job)."""
-    p = changes.get("pipeline_stages", job.pipeline_stages)
-    per_replica = job.global_batch // job.data_parallel
     rows = []
-    for b in range(1, min(per_replica, LIMITS["micro_batch_size"][1]) + 1):
-        if per_replica % b or not runnable(job.schedule, p, per_replica // b):
-            continue  # not a whole number of micro-batches, or 1F1B with m < p: no runtime of 4.4 runs it
+    for b in runnable_micro_batch_sizes(job, changes.get("pipeline_stages")):
         candidate = replace(job, micro_batch_size=b, **changes)
         step, memory = model_step(candidate, curve), stage_memory(candidate)
         rows.append({

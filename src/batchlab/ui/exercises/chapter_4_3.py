@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from batchlab.formulas.job import GIB, Job
-from batchlab.formulas.memory import bytes_per_param, layer_activation_bytes, runnable_micro_batch_sizes, stage_memory
+from batchlab.formulas.memory import bytes_per_param, layer_activation_bytes, stage_memory
+from batchlab.formulas.tune import runnable_micro_batch_sizes
 from batchlab.formulas.pipeline_schedules import in_flight_microbatches
 from batchlab.formulas.presets import get_config
 from batchlab.lecture.case import CASE_STUDY
