@@ -17,7 +17,7 @@ import pytest
 from batchlab.apps.cli import main
 from batchlab.apps.grade import (OK, Grade, _judged, _status, _student, asked_exercises, check_csv_target,
                                  grade_notebook, grade_table, read_notebook, submissions, write_csv)
-from batchlab.ui.exercises import answers, check, expected, is_correct, judge
+from batchlab.ui.exercises import EXERCISES, answers, check, expected, is_correct, judge
 
 FIXTURES = Path(__file__).parent / "fixtures" / "grading"
 HEADERS = ["学生", "4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6", "总分", "状态"]
@@ -116,7 +116,7 @@ def test_columns_are_the_assignments_chapters_and_a_missing_one_scores_0():
     # half the readable notebooks asking is enough; the instructor can also name the chapters
     assert grade_table(grades[:1] + grades[3:])[0][1:-2] == [*CHAPTER_4_1, "4.2-1", "4.2-2", "4.2-3", "4.2-4",
                                                           "4.2-5", "4.2-6"]
-    assert grade_table(grades, ["4.3"])[0][1:-2] == ["4.3-1", "4.3-2", "4.3-3", "4.3-4", "4.3-5"]
+    assert grade_table(grades, ["4.3"])[0][1:-2] == [i for i in EXERCISES if i.startswith("4.3-")]
     with pytest.raises(ValueError, match="--chapter 9.9：没有这一章的练习"):
         grade_table(grades, ["9.9"])
 
@@ -213,4 +213,15 @@ def test_a_kernel_that_dies_costs_its_row_only(tmp_path):
              new_code_cell("import os\nos._exit(1)  # the kernel process ends")]
     nbformat.write(new_notebook(cells=cells), tmp_path / "qian.ipynb")
     grade = grade_notebook(tmp_path / "qian.ipynb", timeout=30)
-    assert grade == Grade("qian", "出错：内核在单元格 3 意外退出")  # its answers died with it
+    assert grade == Grade("qian", "出错：内核在单元格 3 意外退出", ("4.1-1",))  # its answers died with it
+
+
+def test_a_notebook_whose_cells_only_check_is_asked_what_it_checks():
+    """The chapters' self-check cells name the exercise in check(...) (the question is Markdown above)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("**练习 4.1-2** …"),
+                nbformat.v4.new_code_cell('answer = None  # 换成你的答案\ncheck("4.1-2", answer)'),
+                nbformat.v4.new_code_cell('ask("4.1-1")'), nbformat.v4.new_code_cell('check("9.9", 1)')]
+    assert asked_exercises(nb) == ("4.1-1", "4.1-2")

@@ -12,7 +12,8 @@ as data. The grader judges them in its own process with the rule the student's �
 (``judge``): whatever a notebook does to its own kernel can change an answer, never a verdict.
 
 The exercises of the assignment are the grader's own list: every exercise of each chapter that at least
-half the class's notebooks ask (``ask("4.1-2")``), or of the chapters named with ``--chapter``. An
+half the class's notebooks work on (``check("4.1-2", answer)``, or ``ask("4.1-2")`` in older copies), or of the
+chapters named with ``--chapter``. An
 exercise a student left unanswered, broke or deleted scores 0. A file that is not a notebook, vanished,
 or whose kernel cannot run gets a row that says why.
 """
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from batchlab.ui.exercises import EXERCISES, judge
+from batchlab.ui.exercises import EXERCISE_CALL, EXERCISES, judge
 from batchlab.ui.tables import text_table
 
 __all__ = ["DEFAULT_TIMEOUT_S", "OK", "Grade", "submissions", "read_notebook", "asked_exercises", "sandbox_argv",
@@ -57,7 +58,6 @@ OK = "ok"
 
 STUDENT, TOTAL, STATUS = "学生", "总分", "状态"
 _SHOWN_PROBLEMS = 3  # a NameError cascade would otherwise fill the status column
-_ASK = re.compile(r"""\bask\(\s*(["'])(?P<id>[^"']+)\1\s*\)""")
 _MARKER = "batchlab-grade-answers:"
 # Runs in the student's kernel after the last cell; names are private so they cannot clash. What it
 # prints is data (the answers); the verdicts are the grader's.
@@ -137,9 +137,10 @@ def read_notebook(data: bytes, suffix: str = ".ipynb") -> Any:
 
 
 def asked_exercises(notebook: Any) -> tuple[str, ...]:
-    """The ids its code cells ``ask``, known ones only, in the book's order."""
+    """The ids its code cells ask or check (:data:`~batchlab.ui.exercises.EXERCISE_CALL`), known ones only, in
+    the book's order."""
     found = {m.group("id") for cell in notebook.cells if cell.cell_type == "code"
-             for m in _ASK.finditer(cell.source)}
+             for m in EXERCISE_CALL.finditer(cell.source)}
     return tuple(i for i in EXERCISES if i in found)
 
 

@@ -7,6 +7,7 @@ a wrong or malformed answer gets a hint, never a traceback.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from batchlab.ui.exercises.base import Exercise
@@ -21,7 +22,11 @@ from batchlab.ui.exercises.chapter_4_6 import EXERCISES as _CHAPTER_4_6
 EXERCISES: dict[str, Exercise] = {**_CHAPTER_4_1, **_CHAPTER_4_2, **_CHAPTER_4_3, **_CHAPTER_4_4, **_CHAPTER_4_5,
                                **_CHAPTER_4_6}
 
-__all__ = ["Exercise", "EXERCISES", "ask", "check", "is_correct", "judge", "expected", "answers"]
+__all__ = ["Exercise", "EXERCISES", "EXERCISE_CALL", "ask", "check", "is_correct", "judge", "expected", "answers"]
+
+EXERCISE_CALL = re.compile(r"""\b(?:ask|check)\(\s*(["'])(?P<id>[^"']+)\1""")
+"""How a code cell names the exercise it works on: ``ask("4.3-1")`` or ``check("4.3-1", …)`` (the chapters'
+self-check cells and ``python -m batchlab grade`` read it)."""
 
 # Each exercise's latest answer in this Python process, recorded by is_correct (and so by check).
 # `python -m batchlab grade` reads the answers out of a student's kernel as data and judges them in its
