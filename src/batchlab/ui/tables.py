@@ -15,6 +15,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from batchlab.ui.numbers import Formatted
+
 __all__ = ["HTML_CLASS", "Table", "display_width", "text_table"]
 
 HTML_CLASS = "batchlab-table"   # the <table>'s class, for anyone styling result tables
@@ -30,9 +32,18 @@ def display_width(text: str) -> int:
 
 
 def _cell(value: object, digits: int) -> str:
+    # Readers never see a Python repr: yes/no for a bool, a dash for a missing value.
+    if isinstance(value, bool):
+        return "是" if value else "否"
+    if value is None:
+        return "—"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float, Formatted)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,8 @@ class Table:
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits: int = 3) -> Table:
-    """Format a result table once: numbers right-aligned, floats with ``digits`` decimals.
+    """Format a result table once: numbers right-aligned, floats with ``digits`` decimals; a value formatted
+    by :mod:`batchlab.ui.numbers` is kept as it is (and right-aligned), a bool reads 是/否, None a dash.
 
     Show it with ``display(...)`` (or as a cell's last expression) for an HTML table in the book;
     ``str()``/``print()`` give the aligned text.
@@ -87,7 +99,7 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits:
     if any(len(row) != len(headers) for row in rows):
         raise ValueError(f"每一行都要有 {len(headers)} 个单元格，与表头 {list(headers)} 一一对应；"
                          f"实际各行的单元格数：{[len(row) for row in rows]}")
-    numeric = tuple(all(isinstance(row[j], (int, float)) for row in rows) for j in range(len(headers)))
+    numeric = tuple(all(_is_number(row[j]) for row in rows) for j in range(len(headers)))
     return Table(headers=tuple(str(h) for h in headers),
                  cells=tuple(tuple(_cell(v, digits) for v in row) for row in rows),
                  numeric=numeric)

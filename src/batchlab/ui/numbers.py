@@ -1,0 +1,77 @@
+"""Numbers for people: one formatter for every table, figure label and printed line of the book.
+
+Each function returns a :class:`Formatted` string — text, but a number to :func:`batchlab.ui.tables.text_table`,
+which right-aligns it. Bytes are shown in binary units (GiB = 2³⁰ bytes, as ``npu-smi`` and the memory model
+count), rates in TFLOP/s, fractions as percentages, model estimates with the significant figures a model
+deserves, and tiny numbers in scientific notation instead of a row of zeros.
+"""
+from __future__ import annotations
+
+import math
+
+__all__ = ["Formatted", "count", "decimal", "percent", "size", "flops_rate", "estimate", "scientific", "ratio"]
+
+_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+class Formatted(str):
+    """A number already formatted for readers (a table right-aligns it)."""
+
+
+def count(n: int) -> Formatted:
+    """A whole number with thousands separators: 1,557,611,200."""
+    return Formatted(f"{int(n):,}")
+
+
+def decimal(x: float, digits: int = 2) -> Formatted:
+    """A decimal number with ``digits`` places (thousands separated)."""
+    return Formatted(f"{x:,.{digits}f}")
+
+
+def percent(fraction: float, digits: int = 1) -> Formatted:
+    """A fraction as a percentage: 0.3661 → 36.6%."""
+    return Formatted(f"{100 * fraction:.{digits}f}%")
+
+
+def size(nbytes: float, digits: int = 1) -> Formatted:
+    """Bytes in the largest binary unit that keeps the number ≥ 1: 25159499776 → 23.4 GiB; below 1 KiB, bytes."""
+    for unit, scale in _UNITS:
+        if abs(nbytes) >= scale:
+            return Formatted(f"{nbytes / scale:,.{digits}f} {unit}")
+    return Formatted(f"{int(nbytes):,} B")
+
+
+def flops_rate(flops_per_second: float) -> Formatted:
+    """FLOP/s in TFLOP/s, three significant figures: 2.8e14 → 280 TFLOP/s, 1.3e11 → 0.130 TFLOP/s."""
+    return Formatted(f"{_significant(flops_per_second / 1e12, 3)} TFLOP/s")
+
+
+def estimate(x: float, figures: int = 3) -> Formatted:
+    """A model's estimate to ``figures`` significant figures, thousands separated: 174729.9 → 175,000."""
+    return Formatted(_significant(x, figures))
+
+
+def scientific(x: float, figures: int = 2) -> Formatted:
+    """A small (or huge) number as m×10ⁿ: 1.09e-07 → 1.1×10⁻⁷; 0 stays 0."""
+    if x == 0:
+        return Formatted("0")
+    exponent = math.floor(math.log10(abs(x)))
+    mantissa = x / 10**exponent
+    if round(abs(mantissa), figures - 1) >= 10:  # 9.96 → 10.0: carry into the exponent
+        mantissa, exponent = mantissa / 10, exponent + 1
+    return Formatted(f"{mantissa:.{figures - 1}f}×10{str(exponent).translate(_SUPERSCRIPT)}")
+
+
+def ratio(x: float, digits: int = 2) -> Formatted:
+    """A dimensionless factor: 1.59 → 1.59×."""
+    return Formatted(f"{x:.{digits}f}×")
+
+
+def _significant(x: float, figures: int) -> str:
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    magnitude = math.floor(math.log10(abs(x)))
+    decimals = figures - 1 - magnitude
+    rounded = round(x, decimals)
+    return f"{rounded:,.{max(decimals, 0)}f}"

@@ -1,0 +1,32 @@
+"""Numbers for people: each formatter's output, and tables that right-align them and show no Python repr."""
+import pytest
+from hypothesis import given, strategies as st
+
+from batchlab.ui.numbers import Formatted, count, estimate, flops_rate, percent, ratio, scientific, size
+from batchlab.ui.tables import text_table
+
+
+def test_formats():
+    assert count(1_557_611_200) == "1,557,611,200"
+    assert percent(0.36608) == "36.6%" and percent(1.25, 0) == "125%"
+    assert size(23.43 * 2**30) == "23.4 GiB" and size(6.25 * 2**20) == "6.2 MiB" and size(512) == "512 B"
+    assert flops_rate(2.8e14) == "280 TFLOP/s" and flops_rate(1.3e11) == "0.130 TFLOP/s"
+    assert estimate(174729.906) == "175,000" and estimate(0.08612) == "0.0861"
+    assert scientific(1.09e-7) == "1.1×10⁻⁷" and scientific(0.0) == "0" and scientific(9.96e-3) == "1.0×10⁻²"
+    assert ratio(1.5938) == "1.59×"
+    assert all(isinstance(f, Formatted) for f in (count(1), percent(0.1), size(1), scientific(1.0)))
+
+
+@given(st.floats(min_value=1e-12, max_value=1e12))
+def test_scientific_round_trips_to_two_figures(x):
+    mantissa, exponent = scientific(x).split("×10")
+    value = float(mantissa) * 10 ** int(exponent.translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")))
+    assert 1.0 <= abs(float(mantissa)) < 10.0
+    assert value == pytest.approx(x, rel=0.051)
+
+
+def test_tables_right_align_formatted_numbers_and_show_no_repr():
+    table = text_table(["设置", "显存", "放得下", "备注"], [["a", size(2**31), True, None], ["bb", size(2**20), False, "x"]])
+    assert table.numeric == (False, True, False, False)
+    assert table.cells == (("a", "2.0 GiB", "是", "—"), ("bb", "1.0 MiB", "否", "x"))
+    assert "True" not in table.text and "None" not in table.text
