@@ -80,9 +80,10 @@ def launch(chromium: str | None = None, env: dict[str, str] | None = None,
             browser.close()
 
 
-def offline_context(browser, blocked: list[str] | None = None):
-    """A fresh browser context whose every non-local request is aborted (and appended to `blocked`)."""
-    context = browser.new_context(viewport=VIEWPORT)
+def offline_context(browser, blocked: list[str] | None = None, viewport: dict | None = None):
+    """A fresh browser context (`viewport`, default VIEWPORT) whose every non-local request is aborted
+    (and appended to `blocked`)."""
+    context = browser.new_context(viewport=viewport or VIEWPORT)
 
     def route(r) -> None:
         url = r.request.url

@@ -1,7 +1,7 @@
 """Load built book pages in headless Chromium, OFFLINE, and report what rendered.
 
     .venv/bin/python -m booktools.render_check _build/html/book/4.1-definition.html [more pages ...] \
-        [--screenshots DIR] [--chromium PATH]
+        [--screenshots DIR] [--width 1280|390 ...] [--chromium PATH]
 
 The browser comes from `booktools.browser.launch()`, the project's one way of launching Chromium
 (Playwright on the Debian browser, the network off twice over: see that module); the HTML tests use
@@ -11,8 +11,10 @@ the book.
 Per page the report holds: console errors and uncaught page errors (minus KNOWN_NOISE, each entry
 explained below), requests that tried to leave the machine, local files that failed to load, every
 `<img>` (loaded and decoded?), each widget output area (controls and images rendered against the
-embedded widget state), math (`.math` nodes vs MathJax containers and errors), and a full-page
-screenshot.
+embedded widget state), math (`.math` nodes vs MathJax containers and errors), the page's layout at
+that width (`booktools.layout`: overflow, narrow table cells, equations, code line length, spaces
+between Chinese characters; reported in `layout`, judged by the tests, not by `problems()`), and a
+full-page screenshot.
 
 Prints one JSON report per page; exit status 0 ok, 1 a page has problems, 2 Chromium missing.
 """
@@ -25,7 +27,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools.browser import DEFAULT_CHROMIUM, LOCAL_SCHEMES, launch, offline_context
+from booktools import layout
+from booktools.browser import DEFAULT_CHROMIUM, LOCAL_SCHEMES, VIEWPORT, launch, offline_context
 from booktools.toc import WIDGET_STATE, WIDGET_VIEW
 
 # Console/page errors that are understood and do not change what a reader sees.  Each entry is
@@ -65,6 +68,7 @@ class PageReport:
     mathjax_errors: int = 0
     fa5_elements: int = 0
     screenshot: str | None = None
+    layout: layout.LayoutReport | None = None
 
     def problems(self) -> list[str]:
         """Every failed check, in Chinese, naming the value (empty: the page is fine)."""
@@ -180,16 +184,17 @@ def _is_noise(message: str) -> bool:
 
 
 def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
-               query: str = "", timeout_ms: int = 20_000) -> PageReport:
+               query: str = "", timeout_ms: int = 20_000, viewport: dict | None = None) -> PageReport:
     """Open `page` (a built .html file, `query` appended to its URL) in a fresh context of
-    `browser` with the network blocked, wait for MathJax and widgets, measure, screenshot."""
+    `browser` (`viewport`, default browser.VIEWPORT) with the network blocked, wait for MathJax and
+    widgets, measure (the layout too: `rep.layout`), screenshot."""
     path = Path(page).resolve()
     if not path.is_file():
         raise FileNotFoundError(f"页面不存在：{path}")
     url = path.as_uri() + query
     rep = PageReport(url=url)
     missing_urls: list[str] = []
-    context = offline_context(browser, rep.blocked)
+    context = offline_context(browser, rep.blocked, viewport)
     try:
         tab = context.new_page()
 
@@ -230,6 +235,7 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
         rep.math_nodes, rep.math_unrendered = m["math"], m["math_unrendered"]
         rep.mathjax, rep.mathjax_errors = m["mathjax"], m["mathjax_errors"]
         rep.fa5_elements = m["fa5"]
+        rep.layout = layout.measure(tab, (viewport or VIEWPORT)["width"])
         if screenshot is not None:
             png = Path(screenshot)
             png.parent.mkdir(parents=True, exist_ok=True)
@@ -246,17 +252,21 @@ def main(argv: list[str] | None = None) -> int:
                                  description=__doc__.splitlines()[0])
     ap.add_argument("pages", nargs="+", help="built HTML pages, e.g. _build/html/book/4.1-definition.html")
     ap.add_argument("--screenshots", help="write a full-page PNG of each page into this folder")
+    ap.add_argument("--width", action="append", choices=sorted(layout.VIEWPORTS),
+                    help="viewport width (repeat for several; default 1280); the layout is measured at each")
     ap.add_argument("--chromium", help=f"browser binary (default {DEFAULT_CHROMIUM})")
     args = ap.parse_args(argv)
     bad = 0
     try:
         with launch(args.chromium) as browser:
             for page in args.pages:
-                png = Path(args.screenshots) / (Path(page).stem + ".png") if args.screenshots else None
-                rep = check_page(browser, page, png)
-                problems = rep.problems()
-                bad += bool(problems)
-                print(json.dumps({**asdict(rep), "problems": problems}, ensure_ascii=False))
+                for width in args.width or ["1280"]:
+                    png = (Path(args.screenshots) / f"{Path(page).stem}-{width}.png"
+                           if args.screenshots else None)
+                    rep = check_page(browser, page, png, viewport=layout.VIEWPORTS[width])
+                    problems = rep.problems() + rep.layout.problems()
+                    bad += bool(problems)
+                    print(json.dumps({**asdict(rep), "problems": problems}, ensure_ascii=False))
     except FileNotFoundError as exc:
         print(f"render_check: {exc}", file=sys.stderr)
         return 2
