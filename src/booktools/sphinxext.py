@@ -1,0 +1,126 @@
+"""A small Sphinx extension for the page a reader meets (registered in _config.yml,
+`sphinx: extra_extensions`); it changes how the book renders, never what the notebooks hold.
+
+* **No space between Chinese characters.** The Markdown breaks Chinese lines, and HTML renders each
+  break as a space ("。 本书"). `CJKSpaces` removes ASCII whitespace between two CJK characters
+  (ideographs, CJK punctuation, full-width forms) in prose: it reads a text block (paragraph, title,
+  list item's paragraph, table cell ...) across its inline children (so "中文\n**粗体**" is joined
+  too) and leaves code, literals, math and raw HTML alone; a formula or a literal counts as a
+  non-CJK character, so "的 $x$ 值" keeps its spaces. It runs when a page is read, so titles, the
+  tables of contents and the search index see the same text as the page.
+* **Table columns a reader can read on a phone.** `TableColumns` marks each column of a docutils
+  table by what it holds: `bl-nowrap` when every cell is short (a term, a symbol: at most
+  NOWRAP_WIDTH display columns), `bl-prose` when some cell is long prose (more than PROSE_WIDTH).
+  book/_static/page.css keeps `bl-nowrap` columns on one line and gives `bl-prose` columns a minimum
+  width; the table then scrolls inside its own box instead of stacking a term one character per line.
+
+`booktools.layout` measures both in the built pages (tests/test_page_layout.py).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from docutils import nodes
+from docutils.transforms import Transform
+
+from booktools.layout import CJK_CLASS
+
+CJK_GAP = re.compile(rf"(?<=[{CJK_CLASS}])[ \t\r\n]+(?=[{CJK_CLASS}])")
+PLACEHOLDER = "\ufffc"  # stands for a literal or a formula: not CJK
+# nodes whose text is not prose: code, literals, math, raw output
+NOT_PROSE = (nodes.FixedTextElement, nodes.literal, nodes.math, nodes.raw, nodes.comment,
+             nodes.substitution_definition, nodes.target, nodes.system_message)
+NOWRAP_WIDTH = 20   # display columns (a CJK character is 2): "原文的梯度累积步数" is 18
+PROSE_WIDTH = 40
+
+
+def _excluded(node: nodes.Node, stop: nodes.Node) -> bool:
+    while node is not None and node is not stop:
+        if isinstance(node, NOT_PROSE):
+            return True
+        node = node.parent
+    return isinstance(stop, NOT_PROSE)
+
+
+def join_cjk(block: nodes.Element) -> int:
+    """Remove ASCII whitespace between CJK characters in the prose Text nodes under `block`;
+    return how many gaps were closed."""
+    texts = list(block.findall(nodes.Text))
+    if not texts:
+        return 0
+    editable = [not _excluded(t.parent, block) for t in texts]
+    joined, starts = [], []
+    pos = 0
+    for t, ok in zip(texts, editable):
+        s = str(t)
+        starts.append(pos)
+        joined.append(s if ok else PLACEHOLDER * len(s))
+        pos += len(s)
+    text = "".join(joined)
+    drop = set()
+    gaps = 0
+    for m in CJK_GAP.finditer(text):
+        gaps += 1
+        drop.update(range(m.start(), m.end()))
+    if not drop:
+        return 0
+    for t, ok, start in zip(texts, editable, starts):
+        s = str(t)
+        if not ok or not any(start + i in drop for i in range(len(s))):
+            continue
+        new = "".join(ch for i, ch in enumerate(s) if start + i not in drop)
+        # by identity: Text nodes are strings, and list.index()/remove() would find the first
+        # equal one (say, another "\n" soft break of the same paragraph)
+        parent = t.parent
+        i = next(k for k, child in enumerate(parent.children) if child is t)
+        if new:
+            parent.children[i] = nodes.Text(new)
+            parent.children[i].parent = parent
+        else:
+            del parent.children[i]
+    return gaps
+
+
+class CJKSpaces(Transform):
+    """Join Chinese text that the Markdown source broke across lines (see the module docstring)."""
+    default_priority = 880  # after the parsers' own transforms, before Sphinx collects titles
+
+    def apply(self, **kwargs) -> None:
+        for block in list(self.document.findall(nodes.TextElement)):
+            # the outermost text element only (a paragraph, not each emphasis inside it)
+            if isinstance(block.parent, nodes.TextElement) or _excluded(block, None):
+                continue
+            join_cjk(block)
+
+
+def display_width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+class TableColumns(Transform):
+    """Mark each table column `bl-nowrap` (all cells short) or `bl-prose` (a long cell)."""
+    default_priority = 890
+
+    def apply(self, **kwargs) -> None:
+        for tgroup in self.document.findall(nodes.tgroup):
+            rows = [row for part in tgroup.children if isinstance(part, (nodes.thead, nodes.tbody))
+                    for row in part.children if isinstance(row, nodes.row)]
+            ncols = int(tgroup.get("cols", 0))
+            if not rows or any(len(r.children) != ncols or any(e.get("morecols") or e.get("morerows")
+                                                              for e in r.children) for r in rows):
+                continue  # spanning cells: leave the table as it is
+            for j in range(ncols):
+                cells = [r.children[j] for r in rows]
+                widths = [display_width(" ".join(c.astext().split())) for c in cells]
+                cls = ("bl-nowrap" if max(widths) <= NOWRAP_WIDTH
+                       else "bl-prose" if max(widths) > PROSE_WIDTH else None)
+                if cls:
+                    for c in cells:
+                        c["classes"].append(cls)
+
+
+def setup(app):
+    app.add_transform(CJKSpaces)
+    app.add_transform(TableColumns)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
