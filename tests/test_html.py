@@ -1,10 +1,12 @@
 """Checks on the built HTML book: strict build, offline assets, Chinese UI and search,
 and every toc page in headless Chromium (Playwright, booktools.render_check) with the network
 switched off: no console error, widgets, math, a CJK font, the search page; full-page screenshots
-go to _build/screenshots/ for inspection.
+at 1280 and 390 px go to _build/screenshots/ (`<page>-1280.png`, `<page>-390.png`) for inspection.
 
-The book is built ONCE per module into a temporary directory with
-`jupyter-book build <repo> --path-output <tmp> -W` (publishes the notebooks' committed outputs, which nbval checks).
+The book is built ONCE per test process into a temporary directory, as scripts/build-book.sh builds it:
+`jupyter-book build <repo> --path-output <tmp> -W` (publishes the notebooks' committed outputs, which
+nbval checks), then `python -m booktools.pdf` (the book's PDF). tests/test_page_*.py import the
+`built`, `browser` and `rendered` fixtures from here and share the build and the loaded pages.
 To check an existing build instead, point BATCHLAB_HTML_DIR at its html folder:
 
     BATCHLAB_HTML_DIR=_build/html .venv/bin/python -m pytest tests/test_html.py
@@ -29,7 +31,7 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from booktools import ROOT, browser as chromium, render_check
+from booktools import ROOT, browser as chromium, layout, render_check
 from booktools.toc import WIDGET_STATE, WIDGET_VIEW, toc_entries
 
 VENDOR = ROOT / "book" / "_vendor"
@@ -96,6 +98,9 @@ def _jupyter_book() -> str:
     return str(exe) if exe.is_file() else (shutil.which("jupyter-book") or "jupyter-book")
 
 
+_CACHE: dict[str, object] = {}  # one build and one round of page loads per process (all modules)
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Built:
     reuse = os.environ.get("BATCHLAB_HTML_DIR")
@@ -104,6 +109,8 @@ def built(tmp_path_factory) -> Built:
         if not (html / "index.html").is_file():
             pytest.fail(f"BATCHLAB_HTML_DIR={reuse} holds no built book (no index.html)")
         return Built(html, None, None, None)
+    if "built" in _CACHE:
+        return _CACHE["built"]
     out = tmp_path_factory.mktemp("book")
     cmd = [_jupyter_book(), "build", str(ROOT), "--path-output", str(out), "-W"]
     t0 = time.monotonic()
@@ -113,7 +120,14 @@ def built(tmp_path_factory) -> Built:
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
         pytest.fail(f"book build failed (rc={proc.returncode}): {' '.join(cmd)}\n{log[-6000:]}")
-    return Built(out / "_build" / "html", log, proc.returncode, seconds)
+    html = out / "_build" / "html"
+    # the second step of scripts/build-book.sh: the book's PDF, into the built site
+    pdf = subprocess.run([sys.executable, "-m", "booktools.pdf", "--html", str(html)], capture_output=True,
+                         text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT)
+    if pdf.returncode != 0:
+        pytest.fail(f"python -m booktools.pdf failed (rc={pdf.returncode}):\n{(pdf.stdout + pdf.stderr)[-6000:]}")
+    _CACHE["built"] = Built(html, log, proc.returncode, seconds)
+    return _CACHE["built"]
 
 
 def _local_target(page: Path, url: str, html_root: Path) -> Path | None:
@@ -355,20 +369,34 @@ def browser():
         yield b
 
 
+WIDTHS = list(layout.VIEWPORTS)  # "1280" (1280×800) and "390" (390×844, a phone)
+
+
+def screenshot_path(doc: str, width: str) -> Path:
+    return SCREENSHOTS / f"{doc}-{width}.png"
+
+
 @pytest.fixture(scope="module")
 def rendered(built, browser) -> dict:
-    """Each toc page loaded once, offline, with a full-page screenshot under _build/screenshots/."""
-    return {doc: render_check.check_page(browser, built.page(doc), SCREENSHOTS / f"{doc}.png")
-            for doc in PAGES}
+    """Each toc page loaded once per width (layout.VIEWPORTS), offline, measured (render_check and its
+    layout report) and screenshot to _build/screenshots/<page>-<width>.png: {(doc, width): report}.
+    Loaded once per process and shared with tests/test_page_*.py."""
+    key = ("rendered", str(built.html))
+    if key not in _CACHE:
+        _CACHE[key] = {(doc, w): render_check.check_page(browser, built.page(doc), screenshot_path(doc, w),
+                                                         viewport=layout.VIEWPORTS[w])
+                       for doc in PAGES for w in WIDTHS}
+    return _CACHE[key]
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("doc", PAGES)
-def test_page_renders_offline_in_chromium(built, rendered, doc):
+def test_page_renders_offline_in_chromium(built, rendered, doc, width):
     """No console or page error, no request leaving the machine, every image decoded, every widget
     view showing its controls and default output, every formula typeset by MathJax."""
-    rep = rendered[doc]
+    rep = rendered[doc, width]
     problems = rep.problems()
-    assert not problems, f"{doc}.html 在浏览器中：\n" + "\n".join(problems)
+    assert not problems, f"{doc}.html（{width} px 宽）在浏览器中：\n" + "\n".join(problems)
     soup = built.soup(doc)
     # the browser saw what the built HTML holds (nothing dropped before it was checked)
     assert rep.math_nodes == len(soup.select(".math")), (
@@ -381,6 +409,7 @@ def test_page_renders_offline_in_chromium(built, rendered, doc):
 def test_browser_checks_were_exercised(rendered):
     """The book has formulas and widgets, so MathJax and the widget manager were really checked."""
     assert any(r.mathjax for r in rendered.values()), "没有任何页面含公式，MathJax 检查没有被执行"
+    assert {r.layout.width for r in rendered.values()} == {int(w) for w in WIDTHS}
     areas = [a for r in rendered.values() for a in r.widget_areas]
     assert any(a["expected_images"] for a in areas), "没有任何控件输出默认图像，控件输出检查没有被执行"
 
@@ -448,19 +477,21 @@ def test_widget_labels_with_latex_are_typeset(built, browser, tmp_path):
 
 
 def test_screenshots_written(rendered):
+    """A full-page screenshot of every page at both widths: _build/screenshots/<page>-<width>.png."""
     from PIL import Image
 
-    for doc in PAGES:
-        png = SCREENSHOTS / f"{doc}.png"
-        assert rendered[doc].screenshot == str(png) and png.is_file(), f"截图不存在：{png}"
+    for (doc, w), rep in rendered.items():
+        png = screenshot_path(doc, w)
+        assert rep.screenshot == str(png) and png.is_file(), f"截图不存在：{png}"
         assert png.stat().st_size > 20_000, f"截图过小（{png.stat().st_size} 字节）：{png}"
         with Image.open(png) as img:
             assert img.format == "PNG", f"{png} 不是 PNG"
             width, height = img.size
             lo, hi = img.convert("L").getextrema()
-        assert width == chromium.VIEWPORT["width"] and height >= chromium.VIEWPORT["height"], (
-            f"{png} 的尺寸 {width}×{height} 不是整页截图")
+        vp = layout.VIEWPORTS[w]
+        assert width == vp["width"] and height >= vp["height"], f"{png} 的尺寸 {width}×{height} 不是整页截图"
         assert lo < hi, f"{png} 是纯色图片"
+    assert {w for _doc, w in rendered} == set(WIDTHS)
 
 
 def _page_chars(built, doc: str, n: int = 6) -> str:

@@ -123,4 +123,5 @@ class TableColumns(Transform):
 def setup(app):
     app.add_transform(CJKSpaces)
     app.add_transform(TableColumns)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    # env_version: bump it when a transform changes, so an incremental build re-reads every page
+    return {"version": "1", "env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,67 @@
+"""No ASCII space between Chinese characters in the rendered prose.
+
+The Markdown sources break Chinese lines, and HTML shows each break as a space ("。 本书");
+booktools.sphinxext joins them when a page is read, so the notebooks need no edit. The browser test
+reads every page's main-content text (code, literals, math and MathJax output excluded) at both widths.
+Before the extension: 281 such spaces over the 10 pages (13 in the preface, 58 in 4.3).
+"""
+from __future__ import annotations
+
+import pytest
+from docutils import nodes
+
+from booktools.sphinxext import TableColumns, join_cjk
+from test_html import PAGES, WIDTHS, browser, built, rendered  # noqa: F401  (shared fixtures)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("doc", PAGES)
+def test_no_space_between_chinese_characters(rendered, doc, width):
+    problems = rendered[doc, width].layout.cjk_space_problems()
+    assert not problems, f"{doc}.html：\n" + "\n".join(problems)
+
+
+def _para(*children) -> nodes.paragraph:
+    return nodes.paragraph("", "", *children)
+
+
+def test_joins_a_line_break_between_chinese_characters():
+    p = _para(nodes.Text("第一句。\n第二句，\n  第三句"))
+    assert join_cjk(p) == 2
+    assert p.astext() == "第一句。第二句，第三句"
+
+
+def test_joins_across_inline_markup_and_identical_soft_breaks():
+    # MyST gives each soft break its own Text("\n"): equal strings, so replacing must go by identity
+    p = _para(nodes.Text("甲"), nodes.Text("\n"), nodes.strong("", "乙"), nodes.Text("\n"), nodes.Text("丙 x"),
+              nodes.Text("\n"), nodes.Text("丁"))
+    join_cjk(p)
+    assert p.astext() == "甲乙丙 x\n丁"
+
+
+def test_leaves_code_math_and_latin_alone():
+    p = _para(nodes.Text("使用 "), nodes.literal("", "中 文"), nodes.Text(" 的值，\n"), nodes.math("", "x"),
+              nodes.Text(" 是批大小 B 与 GPU 上的\nbatch"))
+    assert join_cjk(p) == 0
+    assert p.astext() == "使用 中 文 的值，\nx 是批大小 B 与 GPU 上的\nbatch"
+    block = nodes.literal_block("", "中 文\n代码")
+    assert join_cjk(block) == 0 and block.astext() == "中 文\n代码"
+
+
+def test_table_columns_marked_by_what_they_hold():
+    from docutils.utils import new_document
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+
+    doc = new_document("t", get_default_settings(Parser))
+    rows = [("术语", "含义"), ("原文的梯度累积步数", "一个很长的解释，" * 6)]
+    tgroup = nodes.tgroup(cols=2)
+    tgroup += [nodes.colspec(colwidth=1), nodes.colspec(colwidth=1)]
+    tbody = nodes.tbody()
+    for a, b in rows:
+        tbody += nodes.row("", nodes.entry("", _para(nodes.Text(a))), nodes.entry("", _para(nodes.Text(b))))
+    tgroup += tbody
+    doc += nodes.table("", tgroup)
+    TableColumns(doc).apply()
+    assert [[e["classes"] for e in r.children] for r in tbody.children] == [[["bl-nowrap"], ["bl-prose"]]] * 2
