@@ -41,7 +41,9 @@ def test_training_curves_plot_steps_and_samples():
     left, right = fig.axes
     assert list(right.lines[1].get_xdata()) == [64, 128]  # samples = steps × B; step 0 left out
     assert len(convergence.plot_training_curves(runs, ["a", "b"], by_samples=False).axes) == 1
-    assert [t.get_text() for t in left.get_legend().get_texts()] == ["B=8", "B=32"]
+    # one legend for both panels, below them; each run differs in colour and line style
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["B=8", "B=32"]
+    assert left.lines[0].get_linestyle() != left.lines[1].get_linestyle()
     with pytest.raises(ValueError, match="2 histories but 1 labels"):
         convergence.plot_training_curves(runs, ["B=8"])
     plt.close("all")

@@ -12,7 +12,7 @@ import ipywidgets as widgets
 
 from batchlab.formulas.batching import GRAD_ACCUM_READINGS, BatchPlan, plan_batch
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.style import render_error_html
+from batchlab.ui.style import kernel_notice, render_error_html
 
 __all__ = ["BatchCalculator", "render_plan_html"]
 
@@ -68,7 +68,7 @@ class BatchCalculator(widgets.VBox):
         self.result = widgets.HTML()
         for control in self.controls.values():
             control.observe(self._update, names="value")
-        super().__init__([*self.controls.values(), self.result])
+        super().__init__([kernel_notice(), *self.controls.values(), self.result])
         self._update()
 
     def _update(self, _change: object = None) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import replace
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import ipywidgets as widgets
 
@@ -19,13 +19,15 @@ from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.precision import PRECISIONS, default_precision
 from batchlab.formulas.presets import PRESETS, get_config
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
+from batchlab.ui.style import (FIGURE_WIDTH, PALETTE, canvas_png, clear_artists, kernel_notice, new_axes,
+                                render_error_html, show_png)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["OVERFLOW_COLOUR", "MEASURED_COLOUR", "plot_stage_memory", "render_memory_summary_html",
+__all__ = ["OVERFLOW_COLOUR", "MEASURED_COLOUR", "plot_stage_memory", "plot_schedule_memory",
+           "plot_memory_by_batch", "plot_activation_check", "plot_memory_audit", "render_memory_summary_html",
            "seq_len_options", "MemoryExplorer"]
 
 OVERFLOW_COLOUR = PALETTE[3]
@@ -53,7 +55,8 @@ def _percent(value: float) -> str:
 
 
 def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
-                      measured: Sequence[float | None] | None = None, title: str | None = None) -> "Figure":
+                      measured: Sequence[float | None] | None = None, title: str | None = None,
+                      legend: bool = True) -> "Figure":
     """Stacked bars, one per pipeline stage, of the peak memory in ``report`` (from
     :func:`batchlab.formulas.memory.stage_memory`): parameters, gradients, optimizer states, activations and,
     with recomputation, the working set of the layer being recomputed. A dashed line marks the
@@ -62,14 +65,16 @@ def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
 
     ``measured``: one measured peak in bytes per stage (None where not measured), drawn as black
     markers. Values are in GiB, or in MiB when everything is under 1 GiB. Draws on ``ax`` when given
-    (an interactive caller clears and reuses it); otherwise on a new pyplot figure.
+    (an interactive caller clears and reuses it); otherwise on a new pyplot figure as wide as the
+    book's column. The legend sits below the axes (``legend=False``: none, for a caller that draws one
+    for several panels).
     """
     stages = report.stages
     if measured is not None and len(measured) != len(stages):
         raise ValueError(f"measured has {len(measured)} values but the report has {len(stages)} stages: "
                          "give one (or None) per stage")
     own_figure = ax is None
-    fig, ax = new_axes(ax, figsize=(7.6, 3.8))
+    fig, ax = new_axes(ax, figsize=(FIGURE_WIDTH, 4.2))
     capacity = report.device_memory_bytes
     peaks = report.peak_bytes_per_stage
     measured = list(measured) if measured is not None else [None] * len(stages)
@@ -98,29 +103,132 @@ def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
     if shown:
         points = [(i, v / scale) for i, v in enumerate(measured) if v is not None]
         top_handles += ax.plot([p[0] for p in points], [p[1] for p in points], "D", color=MEASURED_COLOUR,
-                               ms=4 if many else 6, zorder=5, label="实测峰值")
+                               ms=5 if many else 7, zorder=5, label="实测峰值")
 
     for i, st in enumerate(stages):
         marker_on_top = measured[i] is not None and measured[i] / scale > bottoms[i]
         top = measured[i] / scale if marker_on_top else bottoms[i]
         red = i in over
-        ax.annotate(_percent(st.peak_bytes / capacity), (x[i], top), xytext=(0, 6 if marker_on_top else 2),
-                    textcoords="offset points", ha="center", va="bottom", fontsize=6 if many else 8, rotation=90 if many else 0,
+        ax.annotate(_percent(st.peak_bytes / capacity), (x[i], top), xytext=(0, 7 if marker_on_top else 2),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=8.5 if many else 9,
+                    rotation=90 if many else 0,
                     color=OVERFLOW_COLOUR if red else "0.2", fontweight="bold" if red else "normal")
 
     ax.set_ylim(0, max([capacity, *peaks, *shown]) / scale * (1.3 if many else 1.15))
     ax.set_xlim(-0.6, len(stages) - 0.4)
-    ticks = x[::1 if len(stages) <= 16 else 4]
+    ticks = x[::1 if len(stages) <= 12 else 4]
     ax.set_xticks(ticks, [f"阶段 {i}" if len(stages) <= 8 else str(i) for i in ticks])
     ax.set_xlabel("流水线阶段")
     ax.set_ylabel(f"峰值显存 ({unit})")
     ax.grid(axis="x", visible=False)
     ax.set_title(title or "各流水线阶段的峰值显存（最满的阶段占设备显存 "
-                 f"{_percent(report.peak_memory_fraction)}）", fontsize=10, y=1.0)
-    ax.legend(handles=top_handles + handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              borderaxespad=0)
+                 f"{_percent(report.peak_memory_fraction)}）", y=1.0)
+    if legend:
+        # below the axes, left to right in rows: capacity, overflow, measured, then the stack top down
+        from matplotlib.transforms import offset_copy
+
+        # its top 34 pt under the axes: under the tick labels and the axis label, whatever the axes' size
+        ax.legend(handles=top_handles + handles, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                  bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-34, units="points"),
+                  ncol=4, borderaxespad=0, frameon=False, columnspacing=1.2, handlelength=1.6)
     if own_figure:
         fig.tight_layout()
+    return fig
+
+
+def plot_schedule_memory(reports: Mapping[str, MemoryReport]) -> "Figure":
+    """:func:`plot_stage_memory` of several reports (one job under different schedules, say), one
+    panel a row on one memory scale, titled by ``reports``' keys, with one legend below them all."""
+    import matplotlib.pyplot as plt
+
+    if not reports:
+        raise ValueError("reports 为空：至少给出一个显存报告")
+    fig, axes = plt.subplots(len(reports), 1, figsize=(FIGURE_WIDTH, 2.5 * len(reports) + 0.9), sharey=True,
+                             sharex=True, layout="constrained", squeeze=False)
+    tops = []
+    for ax, (name, report) in zip(axes[:, 0], reports.items()):
+        plot_stage_memory(report, ax=ax, title=name, legend=False)
+        tops.append(ax.get_ylim()[1])  # each call fits the shared axis to its own report
+        ax.set_xlabel("")
+    axes[0, 0].set_ylim(0, max(tops))
+    axes[-1, 0].set_xlabel("流水线阶段")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: (not labels[i].startswith("设备显存"), -i))
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="outside lower center", ncol=4,
+               frameon=False, columnspacing=1.2, handlelength=1.6)
+    return fig
+
+
+def plot_memory_by_batch(batch_sizes: Sequence[int], state_bytes: Sequence[float],
+                         activation_bytes: Sequence[float], seq_len: int) -> "Figure":
+    """One stacked bar per batch size B: the model states (parameters, gradients, optimizer), which
+    do not depend on B, under the activations measured for B sequences of ``seq_len`` tokens; MiB."""
+    import matplotlib.pyplot as plt
+
+    if not (len(batch_sizes) == len(state_bytes) == len(activation_bytes)):
+        raise ValueError("batch_sizes、state_bytes、activation_bytes 的长度必须相同")
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.5))
+    names = [str(b) for b in batch_sizes]
+    states = [v / 2**20 for v in state_bytes]
+    ax.bar(names, states, color="0.7", label="参数 + 梯度 + Adam 状态")
+    ax.bar(names, [a / 2**20 for a in activation_bytes], bottom=states, color=PALETTE[4], label="激活值（实测）")
+    ax.set_xlabel(f"批大小 B（序列长度 {seq_len}）")
+    ax.set_ylabel("MiB")
+    ax.grid(axis="x", visible=False)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+_MODE_STYLE = {"none": ("o", PALETTE[0]), "selective": ("s", PALETTE[1]), "full": ("^", PALETTE[2])}
+
+
+def plot_activation_check(batch_sizes: Sequence[int], modelled: Mapping[str, Sequence[float]],
+                          measured: Mapping[str, Sequence[float]], seq_len: int) -> "Figure":
+    """Saved activation bytes against micro-batch size, one colour and marker per recomputation mode:
+    the model as a dashed line, the measurement as markers (MiB). ``modelled`` and ``measured`` map a
+    mode of :data:`batchlab.formulas.job.RECOMPUTE_MODES` to one value per batch size."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.8))
+    for mode in modelled:
+        marker, colour = _MODE_STYLE.get(mode, ("D", PALETTE[3]))
+        ax.plot(batch_sizes, [v / 2**20 for v in modelled[mode]], "--", color=colour, lw=1.4, label=f"模型：{mode}")
+        if mode in measured:
+            ax.plot(batch_sizes, [v / 2**20 for v in measured[mode]], marker, color=colour, ms=7, mfc="none",
+                    mew=1.6, linestyle="none", label=f"实测：{mode}")
+    ax.set_xticks(list(batch_sizes), [str(b) for b in batch_sizes])
+    ax.set_xlabel(f"微批次大小 b（s = {seq_len}）")
+    ax.set_ylabel("激活值（MiB）")
+    ax.legend(ncol=2, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_memory_audit(before: Mapping, after: Mapping, reported: tuple[float, float], before_label: str,
+                      after_label: str) -> "Figure":
+    """The 4.5 audit: each setting of ``before`` (a key → the fullest stage's memory fraction before
+    the change) against the same key of ``after``, the diagonal where nothing changes, and the pair
+    the lecture reports as a star."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
+
+    keys = [k for k in before if k in after]
+    if not keys:
+        raise ValueError("before 与 after 没有共同的设置")
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH * 0.8, 4.9))
+    ax.scatter([before[k] for k in keys], [after[k] for k in keys], s=22, color=PALETTE[0], alpha=0.8,
+               label=f"显存模型的 {len(keys)} 种设置")
+    top = max(max(before[k] for k in keys), max(after[k] for k in keys), *reported)
+    ax.plot([0, top], [0, top], color="0.4", lw=1.2, ls="--", label="调整前后相等")
+    ax.scatter([reported[0]], [reported[1]], marker="*", s=260, color=PALETTE[1], edgecolor="k", linewidth=0.6,
+               label=f"原文报告：{reported[0]:.0%} → {reported[1]:.0%}", zorder=3)
+    ax.set_xlabel(before_label)
+    ax.set_ylabel(after_label)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.legend(loc="upper left")
+    fig.tight_layout()
     return fig
 
 
@@ -192,7 +300,10 @@ class MemoryExplorer(widgets.VBox):
         recompute, precision, device_memory_gib = job.recompute, job.precision, job.device_memory_gib
         self.measured = dict(measured or {})
         style = {"description_width": "150px"}
-        wide, narrow = widgets.Layout(width="460px"), widgets.Layout(width="260px")
+        # the precision and recompute labels are long: their dropdowns get the full row (a value cut off
+        # in the frozen HTML cannot be read)
+        wide, narrow = widgets.Layout(width="460px"), widgets.Layout(width="300px")
+        full = widgets.Layout(width="560px")
         self.controls = {
             "model": widgets.Dropdown(options=list(PRESETS), value=model, description="模型", style=style,
                                       layout=narrow),
@@ -204,9 +315,9 @@ class MemoryExplorer(widgets.VBox):
             "schedule": widgets.ToggleButtons(options=[(label, key) for key, label in SCHEDULES.items()],
                                               value=schedule, description="流水线调度", style=style),
             "recompute": widgets.Dropdown(options=[(label, key) for key, label in RECOMPUTE_MODES.items()],
-                                          value=recompute, description="重计算", style=style, layout=wide),
+                                          value=recompute, description="重计算", style=style, layout=full),
             "precision": widgets.Dropdown(options=[(label, key) for key, label in PRECISIONS.items()],
-                                          value=precision, description="精度", style=style, layout=wide),
+                                          value=precision, description="精度", style=style, layout=full),
             "dropout": widgets.BoundedFloatText(value=job.dropout, min=0.0, max=0.9, step=0.05,
                                                 description="dropout 概率", style=style, layout=narrow),
             "pipeline_stages": widgets.BoundedIntText(value=pipeline_stages, min=1, max=48,
@@ -221,11 +332,11 @@ class MemoryExplorer(widgets.VBox):
         }
         self.summary = widgets.HTML()
         self.output = widgets.Output()
-        self.figure = Figure(figsize=(8.4, 3.8))
+        self.figure = Figure(figsize=(FIGURE_WIDTH, 4.4))
         FigureCanvasAgg(self.figure)
         self._ax = self.figure.add_subplot()
-        # Fixed margins instead of tight_layout (recomputed per change otherwise); the legend sits right.
-        self.figure.subplots_adjust(left=0.08, right=0.78, bottom=0.14, top=0.9)
+        # Fixed margins instead of tight_layout (recomputed per change otherwise); the legend sits below.
+        self.figure.subplots_adjust(left=0.1, right=0.98, bottom=0.25, top=0.92)
         self.png = b""
         self.report: MemoryReport | None = None
         self.error: str | None = None
@@ -236,9 +347,12 @@ class MemoryExplorer(widgets.VBox):
                 control.observe(self._update, names="value")
         c = self.controls
         super().__init__([
-            widgets.HBox([c["model"], c["pipeline_stages"], c["dropout"]]),
+            kernel_notice(),
+            # two boxes a row: three (780 px) overflow a 760 px column, and the frozen page clips them
+            widgets.HBox([c["model"], c["pipeline_stages"]]),
             c["micro_batch_size"], c["seq_len"], c["schedule"], c["recompute"], c["precision"],
-            widgets.HBox([c["global_batch"], c["data_parallel"], c["device_memory_gib"]]),
+            widgets.HBox([c["global_batch"], c["data_parallel"]]),
+            widgets.HBox([c["device_memory_gib"], c["dropout"]]),
             self.summary, self.output,
         ])
         self._update()

@@ -13,36 +13,62 @@ if TYPE_CHECKING:
 __all__ = ["plot_what_moves", "plot_early_late", "plot_lr_sweep"]
 
 
-def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float = UNCHANGED_TOLERANCE) -> "Figure":
-    """One panel per quantity of :data:`batchlab.formulas.effects.EFFECTS`, one bar per change (new / old, log
-    axis), the grey band the ±``tolerance`` inside which a quantity counts as unchanged."""
-    import matplotlib.pyplot as plt
+def _wrap(title: str, width: int = 9) -> str:
+    """A panel title in two lines when it is long: broken at its first space or （ after ``width`` // 2."""
+    if len(title) <= width:
+        return title
+    cuts = [i for i, ch in enumerate(title) if ch in " （" and i >= width // 2]
+    if not cuts:
+        return title
+    i = cuts[0]
+    return title[:i] + "\n" + title[i + (title[i] == " "):]
 
-    from batchlab.ui.style import PALETTE
+
+def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float = UNCHANGED_TOLERANCE) -> "Figure":
+    """One panel per quantity of :data:`batchlab.formulas.effects.EFFECTS` (three to a row), one bar
+    per change (new / old, log axis, the change named under its bar), the grey band the ±``tolerance``
+    inside which a quantity counts as unchanged."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    from batchlab.ui.style import FIGURE_WIDTH, PALETTE
 
     if not ratios:
         raise ValueError("ratios 为空：至少给出一种改变")
     keys = [k for k in EFFECTS if all(k in r for r in ratios.values())]
-    fig, axes = plt.subplots(1, len(keys), figsize=(1.75 * len(keys) + 1.2, 3.4), sharey=True)
+    cols = min(3, len(keys))
+    rows = math.ceil(len(keys) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, 2.75 * rows + 0.2), sharey=True, squeeze=False,
+                             layout="constrained")
+    for ax in axes.flat[len(keys):]:
+        fig.delaxes(ax)
     names = list(ratios)
-    for ax, key in zip(axes, keys):
+    low = min(v for r in ratios.values() for v in r.values())
+    high = max(v for r in ratios.values() for v in r.values())
+    # whole powers of two only, at most five of them: log ticks otherwise crowd each other
+    lo_exp, hi_exp = math.floor(math.log2(low)), math.ceil(math.log2(high))
+    step = max(1, math.ceil((hi_exp - lo_exp + 1) / 5))
+    ticks = [2.0 ** e for e in range(lo_exp, hi_exp + 1, step)]
+    for ax, key in zip(axes.flat, keys):
         values = [ratios[name][key] for name in names]
         ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", zorder=0)
         ax.axhline(1.0, color="k", lw=0.8)
         ax.bar(range(len(names)), values, color=[PALETTE[i % len(PALETTE)] for i in range(len(names))], width=0.6)
         for i, v in enumerate(values):
-            ax.annotate(f"×{v:.2f}", (i, v), xytext=(0, 3 if v >= 1 else -11), textcoords="offset points",
-                        ha="center", fontsize=8)
+            ax.annotate(f"×{v:.2f}", (i, v), xytext=(0, 3 if v >= 1 else -3), textcoords="offset points",
+                        ha="center", va="bottom" if v >= 1 else "top", fontsize=9)
         ax.set_yscale("log", base=2)
-        ax.set_xticks([])
-        ax.set_title(EFFECTS[key], fontsize=9)
-    low = min(v for r in ratios.values() for v in r.values())
-    high = max(v for r in ratios.values() for v in r.values())
-    axes[0].set_ylim(2 ** (math.floor(math.log2(low)) - 0.3), 2 ** (math.ceil(math.log2(high)) + 0.3))
-    axes[0].set_ylabel("改变后 / 改变前")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=PALETTE[i % len(PALETTE)]) for i in range(len(names))]
-    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(lambda v, _pos: f"{v:g}")
+        ax.set_xticks(range(len(names)), names)
+        ax.tick_params(axis="x", length=0)
+        ax.grid(axis="x", visible=False)
+        ax.set_xlim(-0.6, len(names) - 0.4)
+        ax.set_title(_wrap(EFFECTS[key]), fontsize=10)
+    axes[0, 0].set_ylim(2 ** (lo_exp - 0.45), 2 ** (hi_exp + 0.45))
+    for row in axes[:, 0]:
+        row.set_ylabel("改变后 / 改变前")
     return fig
 
 
@@ -50,28 +76,31 @@ def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floo
     """Eval loss against samples seen: the whole run (log axis) and, on its own scale, the part after
     ``split`` samples, where small differences in the final loss are visible."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import MaxNLocator, NullFormatter
+
+    from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS, PALETTE
 
     if len(histories) != len(labels):
         raise ValueError(f"{len(histories)} 次运行却有 {len(labels)} 个标签：每次运行一个标签")
-    fig, (whole, late) = plt.subplots(1, 2, figsize=(9, 3.4))
-    for h, label in zip(histories, labels):
+    fig, (whole, late) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.9), layout="constrained")
+    for i, (h, label) in enumerate(zip(histories, labels)):
+        look = dict(color=PALETTE[i % len(PALETTE)], ls=LINESTYLES[i % len(LINESTYLES)], lw=1.6)
         points = [(n, loss) for n, loss in zip(h.eval_samples, h.eval_loss) if n > 0]
-        whole.plot(*zip(*points), label=label)
+        whole.plot(*zip(*points), label=label, **look)
         tail = [(n, loss) for n, loss in points if n >= split]
-        late.plot(*zip(*tail), marker=".", label=label)
+        late.plot(*zip(*tail), marker=MARKERS[i % len(MARKERS)], ms=4, **look)
     whole.set_xscale("log")
     whole.xaxis.set_minor_formatter(NullFormatter())  # minor labels on a log axis overlap
     whole.axvline(split, color="0.5", ls="--", lw=1)
     if floor is not None:
         whole.axhline(floor, color="k", ls=":", lw=1)
-    whole.set_title("全程（对数横轴）", fontsize=10)
-    late.set_title(f"后期：{split} 条样本之后", fontsize=10)
+    whole.set_title("全程（对数横轴）")
+    late.set_title(f"后期：{split} 条样本之后")
+    late.xaxis.set_major_locator(MaxNLocator(4))  # sample counts are wide: four ticks do not touch
     for ax in (whole, late):
         ax.set_xlabel("已见样本数（序列）")
     whole.set_ylabel("验证集损失")
-    whole.legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(loc="outside lower center", ncol=2 if len(labels) > 3 else len(labels), frameon=False)
     return fig
 
 
@@ -82,27 +111,30 @@ def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float 
     their value, so they do not flatten the interesting part."""
     import matplotlib.pyplot as plt
 
-    from batchlab.ui.style import PALETTE
+    from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS, PALETTE
 
     if not final_loss:
         raise ValueError("final_loss 为空：至少给出一个批大小的扫描结果")
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.8))
     ceiling = clip * min(v for losses in final_loss.values() for v in losses.values())
     for i, (batch, losses) in enumerate(sorted(final_loss.items())):
         rates = sorted(losses)
         colour = PALETTE[i % len(PALETTE)]
-        ax.plot(rates, [min(losses[r], ceiling) for r in rates], marker="o", color=colour, label=f"B = {batch}")
+        ax.plot(rates, [min(losses[r], ceiling) for r in rates], marker=MARKERS[i % len(MARKERS)], ms=5,
+                ls=LINESTYLES[i % len(LINESTYLES)], color=colour, label=f"B = {batch}")
         for r in rates:
             if losses[r] > ceiling:
                 ax.plot([r], [ceiling], marker="^", ms=9, color=colour)
-                ax.annotate(f"{losses[r]:.1f}", (r, ceiling), xytext=(6, -4), textcoords="offset points", fontsize=8)
+                ax.annotate(f"{losses[r]:.1f}", (r, ceiling), xytext=(0, 7), textcoords="offset points", fontsize=9,
+                            ha="center", va="bottom", color=colour)
         best = min(rates, key=losses.get)
         ax.plot([best], [losses[best]], marker="*", ms=14, color=colour, mec="k")
     if floor is not None:
         ax.axhline(floor, color="k", ls=":", lw=1, label="损失下限（熵率）")
     ax.set_xscale("log")
+    ax.set_ylim(top=ceiling * 1.12)  # room for the diverged runs' labels
     ax.set_xlabel("学习率")
     ax.set_ylabel("相同样本预算后的验证损失")
-    ax.legend(fontsize=8)
+    ax.legend(loc="upper left")
     fig.tight_layout()
     return fig

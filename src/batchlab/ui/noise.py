@@ -12,7 +12,7 @@ import ipywidgets as widgets
 
 from batchlab.formulas.checks import one_of
 from batchlab.formulas.scaling import LR_RULES, scale_lr
-from batchlab.ui.style import PALETTE, canvas_png, new_axes, render_error_html, show_png
+from batchlab.ui.style import FIGURE_WIDTH, PALETTE, canvas_png, kernel_notice, new_axes, render_error_html, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -27,24 +27,36 @@ def plot_estimate_error(stats: dict) -> "Figure":
     with the sampling-theory curve; ``stats`` comes from :func:`batchlab.measure.noise.minibatch_error`."""
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.9), layout="constrained")
     # B = N has zero error, which a log axis cannot show.
     keep = [i for i, e in enumerate(stats["rel_error_theory"]) if e > 0]
     b = [stats["batch_sizes"][i] for i in keep]
-    ax1.loglog(b, [stats["rel_error"][i] for i in keep], "o-", label="实测 ‖G_B - G‖ / ‖G‖")
+    ax1.loglog(b, [stats["rel_error"][i] for i in keep], "o-", ms=6, label="实测 ‖G_B - G‖ / ‖G‖")
     ax1.loglog(b, [stats["rel_error_theory"][i] for i in keep], "k--", label="理论：√(tr Σ/B · (N-B)/(N-1)) / ‖G‖")
     # The plain 1/√B law (i.i.d. draws), anchored at the smallest B: the finite-population curve bends below it.
     anchor = stats["rel_error_theory"][keep[0]] * b[0] ** 0.5
-    ax1.loglog(b, [anchor / v ** 0.5 for v in b], ":", color="0.5", label="1/√B 参考线")
+    ax1.loglog(b, [anchor / v ** 0.5 for v in b], ":", color="0.4", lw=1.6, label="1/√B 参考线")
     ax1.set_xlabel("批大小 B")
     ax1.set_ylabel("相对误差")
-    ax1.legend(fontsize=8)
-    ax2.semilogx(stats["batch_sizes"], stats["cosine"], "s-", color=PALETTE[1])
+    ax2.semilogx(stats["batch_sizes"], stats["cosine"], "s-", color=PALETTE[1], ms=6)
     ax2.set_ylim(0, 1.02)
     ax2.set_xlabel("批大小 B")
     ax2.set_ylabel("与全量梯度的余弦相似度")
-    fig.tight_layout()
+    for ax in (ax1, ax2):  # the batch sizes as ticks, every other one when there are many
+        _batch_ticks(ax, stats["batch_sizes"])
+    fig.legend(loc="outside lower center", ncol=2, frameon=False)
     return fig
+
+
+def _batch_ticks(ax: "Axes", batch_sizes: list[int]) -> None:
+    """Major ticks at the batch sizes (1, 2, 4, … read better than 10⁰, 10¹) — every other one beyond
+    eight, so that they do not touch — and no minor ticks (they add nothing and cost redraw time)."""
+    from matplotlib.ticker import NullLocator
+
+    sizes = list(batch_sizes)
+    shown = sizes if len(sizes) <= 8 else sizes[::2]
+    ax.set_xticks(shown, [str(v) for v in shown])
+    ax.xaxis.set_minor_locator(NullLocator())
 
 
 def _batch_index(batch_sizes: list[int], batch_size: int, what: str) -> int:
@@ -91,7 +103,7 @@ def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) 
     ax.set_xlabel("沿 G 方向的分量（e1）")
     ax.set_ylabel("横向散布最大的方向（e2）")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(loc="upper left")
     ax._batchlab_cloud = {"cloud": cloud, "scatter": scatter, "on_top": [arrow, star]}
     if own_figure:
         fig.tight_layout()
@@ -129,16 +141,15 @@ def plot_variance_curve(stats: dict, batch_size: int, ax: "Axes | None" = None) 
     ax.set_xlim(min(stats["batch_sizes"]) / 1.5, max(stats["batch_sizes"]) * 1.5)
     # The batch sizes themselves as ticks (1, 2, 4, … read better than 10⁰, 10¹), and no minor ticks:
     # they add nothing here and cost a third of each interactive redraw.
-    from matplotlib.ticker import NullLocator
+    from matplotlib.ticker import LogLocator, NullLocator
 
-    if len(stats["batch_sizes"]) <= 12:
-        ax.set_xticks(stats["batch_sizes"], [str(v) for v in stats["batch_sizes"]])
-    ax.xaxis.set_minor_locator(NullLocator())
+    _batch_ticks(ax, stats["batch_sizes"])
+    ax.yaxis.set_major_locator(LogLocator(numticks=5))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("批大小 B")
     ax.set_ylabel("E‖G_B - G‖²")
     ax.set_title("误差随 B 按 1/B 下降")
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(loc="lower left")
     ax._batchlab_variance = {"stats": stats, "vline": vline, "marker": marker}
     if own_figure:
         fig.tight_layout()
@@ -211,17 +222,17 @@ class NoiseExplorer(widgets.VBox):
         }
         self.summary = widgets.HTML()
         self.output = widgets.Output()
-        self.figure = Figure(figsize=(9.2, 3.9))
+        self.figure = Figure(figsize=(FIGURE_WIDTH, 3.9))
         FigureCanvasAgg(self.figure)
         self._background: tuple | None = None
         self.png = b""
         self._axes = self.figure.subplots(1, 2)
         # Fixed margins instead of tight_layout: the layout would otherwise be recomputed per change.
-        self.figure.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.3)
+        self.figure.subplots_adjust(left=0.1, right=0.99, bottom=0.13, top=0.91, wspace=0.34)
         self.controls["batch_size"].observe(self._on_batch_size, names="value")
         for name in ("lr_rule", "base_batch", "base_lr"):
             self.controls[name].observe(self._update_summary, names="value")
-        super().__init__([self.controls["batch_size"], self.controls["lr_rule"],
+        super().__init__([kernel_notice(), self.controls["batch_size"], self.controls["lr_rule"],
                           widgets.HBox([self.controls["base_batch"], self.controls["base_lr"]]),
                           self.summary, self.output])
         self._on_batch_size()

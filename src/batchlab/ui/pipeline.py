@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import html
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import ipywidgets as widgets
+from matplotlib.ticker import NullLocator
 
 from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.pipeline_schedules import SCHEDULES, pipeline_timeline
@@ -14,7 +15,8 @@ from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD
 from batchlab.formulas.throughput import model_step
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.style import PALETTE, canvas_png, clear_artists, new_axes, render_error_html, show_png
+from batchlab.ui.style import (FIGURE_WIDTH, PALETTE, canvas_png, clear_artists, kernel_notice, new_axes,
+                                render_error_html, show_png)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -23,7 +25,9 @@ if TYPE_CHECKING:
     from batchlab.formulas.pipeline_schedules import Timeline
     from batchlab.formulas.roofline import RateCurve
 
-__all__ = ["MAX_DRAWN_OPS", "plot_pipeline_timeline", "plot_tradeoff", "TradeoffExplorer"]
+__all__ = ["MAX_DRAWN_OPS", "plot_pipeline_timeline", "plot_pipeline_timelines", "plot_tradeoff", "TradeoffExplorer"]
+
+_NULL_LOCATOR = NullLocator()
 
 BOX_MARK = {"F": "前", "B": "反"}
 """What a drawn box says for a forward and a backward operation (the schedule's own kinds are F and B)."""
@@ -41,7 +45,7 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
     beyond which they are unreadable and slow to draw)."""
     p = timeline.pipeline_stages
     own_figure = ax is None
-    fig, ax = new_axes(ax, figsize=(9, 0.55 * p + 1.4))
+    fig, ax = new_axes(ax, figsize=(FIGURE_WIDTH, 0.55 * p + 1.4))
     labels = len(timeline.ops) <= 80 if labels is None else labels
     # One collection per (stage, kind) instead of one bar per op: a step of p·m ops redraws in
     # milliseconds, which the explorer needs.
@@ -61,10 +65,15 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
             ax.broken_barh([(op.start, op.end - op.start) for op in ops], (stage - 0.4, 0.8),
                            facecolors=[PALETTE[op.microbatch % len(PALETTE)] for op in ops], alpha=alpha,
                            edgecolor="white", linewidth=0.6)
-    for op in timeline.ops:
-        if labels:
-            ax.text((op.start + op.end) / 2, op.stage, f"{BOX_MARK[op.kind]}{op.microbatch}", ha="center",
-                    va="center", fontsize=7)
+    if labels:
+        # A box narrower than "前10" at 8.5 pt shows the micro-batch alone (its shade says which kind).
+        span = max(op.end for op in timeline.ops) * 1.1
+        points_per_unit = ax.get_position().width * fig.get_figwidth() * 72 / span
+        roomy = {kind: min(op.end - op.start for op in timeline.ops if op.kind == kind) * points_per_unit
+                 >= 8.5 * (1 + 0.6 * len(str(timeline.num_microbatches - 1))) for kind in BOX_MARK}
+        for op in timeline.ops:
+            ax.text((op.start + op.end) / 2, op.stage, f"{BOX_MARK[op.kind] if roomy[op.kind] else ''}{op.microbatch}",
+                    ha="center", va="center", fontsize=8.5)
     # beyond 8 rows, plain numbers: 16 rows of Chinese tick labels cost a third of a redraw
     ax.set_yticks(range(p), [f"阶段 {s}" if p <= 8 else str(s) for s in range(p)])
     ax.invert_yaxis()
@@ -78,21 +87,43 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
     return fig
 
 
+def plot_pipeline_timelines(timelines: Sequence["Timeline"], titles: Sequence[str] | None = None,
+                            units: Sequence[str] | None = None, labels: bool | None = None) -> "Figure":
+    """:func:`plot_pipeline_timeline` of several steps, one row each, as wide as the book's column;
+    ``titles`` and ``units`` (one per timeline) default to that function's."""
+    import matplotlib.pyplot as plt
+
+    if not timelines:
+        raise ValueError("timelines 为空：至少给出一条时间线")
+    for name, given in (("titles", titles), ("units", units)):
+        if given is not None and len(given) != len(timelines):
+            raise ValueError(f"{name} 有 {len(given)} 项，时间线有 {len(timelines)} 条：每条一项")
+    heights = [0.42 * t.pipeline_stages + 0.9 for t in timelines]
+    fig, axes = plt.subplots(len(timelines), 1, figsize=(FIGURE_WIDTH, sum(heights) + 0.2), squeeze=False,
+                             gridspec_kw={"height_ratios": heights}, layout="constrained")
+    for i, (ax, timeline) in enumerate(zip(axes[:, 0], timelines)):
+        kwargs = {"unit": units[i]} if units is not None else {}
+        plot_pipeline_timeline(timeline, ax=ax, title=titles[i] if titles is not None else None, labels=labels,
+                               **kwargs)
+    return fig
+
+
 def plot_tradeoff(candidates: list[dict], current: int, ax: "Axes | None" = None) -> "Figure":
     """Modelled tokens/s against micro-batch size, one point per candidate of
     :func:`batchlab.formulas.tune.tune`: the current choice circled, the best that fits starred, sizes that do not
-    fit in memory crossed in red. Each point is labelled with its bubble fraction."""
+    fit in memory crossed in red. Each point is labelled with its bubble fraction, above the point and
+    clear of the circle and the star."""
     from batchlab.ui.style import PALETTE as colours
 
-    fig, ax = new_axes(ax, figsize=(5.4, 3.6))
+    fig, ax = new_axes(ax, figsize=(FIGURE_WIDTH * 0.75, 3.6))
     sizes = [c["micro_batch_size"] for c in candidates]
     rates = [c["tokens_per_second"] for c in candidates]
     ax.plot(sizes, rates, "-", color="0.6", lw=1)
     for c in candidates:
         ax.plot([c["micro_batch_size"]], [c["tokens_per_second"]], "o" if c["fits"] else "x", ms=6,
-                color=colours[0] if c["fits"] else colours[3])
-        ax.annotate(f"{c['bubble_fraction']:.0%}", (c["micro_batch_size"], c["tokens_per_second"]), xytext=(0, 6),
-                    textcoords="offset points", ha="center", fontsize=7, color="0.35")
+                color=colours[0] if c["fits"] else colours[3], mew=2)
+        ax.annotate(f"{c['bubble_fraction']:.0%}", (c["micro_batch_size"], c["tokens_per_second"]), xytext=(0, 10),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=9, color="0.3")
     fitting = [c for c in candidates if c["fits"]]
     if fitting:
         best = max(fitting, key=lambda c: c["tokens_per_second"])
@@ -102,11 +133,22 @@ def plot_tradeoff(candidates: list[dict], current: int, ax: "Axes | None" = None
     ax.plot([current], [chosen["tokens_per_second"]], "o", ms=13, mfc="none", mec=colours[3], mew=2, label="当前选择")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [str(b) for b in sizes])
-    ax.set_xlabel("微批次大小（点旁数字：气泡占比）")
+    ax.xaxis.set_minor_locator(_NULL_LOCATOR)
+    ax.set_xlim(min(sizes) / 1.5, max(sizes) * 1.5)
+    ax.yaxis.set_major_formatter(_thousands)
+    ax.set_xlabel("微批次大小（点上数字：气泡占比）")
     ax.set_ylabel("模型估计的 tokens/s")
-    ax.set_ylim(0, max(rates) * 1.2)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_ylim(0, max(rates) * 1.25)
+    ax.legend(loc="lower left")
     return fig
+
+
+def _thousands(value: float, _pos: int) -> str:
+    """``150k`` for 150 000: a tick label a third as wide."""
+    return f"{value / 1000:g}k" if value else "0"
+
+
+_TRADEOFF_MARGINS = dict(left=0.1, right=0.99, bottom=0.15, top=0.91, wspace=0.3)
 
 
 class TradeoffExplorer(widgets.VBox):
@@ -149,17 +191,17 @@ class TradeoffExplorer(widgets.VBox):
         }
         self.summary = widgets.HTML()
         self.output = widgets.Output()
-        self.figure = Figure(figsize=(10.5, 3.7))
+        self.figure = Figure(figsize=(FIGURE_WIDTH, 3.6))
         FigureCanvasAgg(self.figure)
-        self._axes = self.figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.4]})
-        self.figure.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.28)
+        self._axes = self.figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.15]})
+        self.figure.subplots_adjust(**_TRADEOFF_MARGINS)
         self.png = b""
         self.step = None
         self.error: str | None = None
         for control in self.controls.values():
             control.observe(self._update, names="value")
         c = self.controls
-        super().__init__([widgets.HBox([c["global_batch"], c["micro_batch_size"]]),
+        super().__init__([kernel_notice(), widgets.HBox([c["global_batch"], c["micro_batch_size"]]),
                           widgets.HBox([c["pipeline_stages"], c["data_parallel"]]), c["schedule"],
                           self.summary, self.output])
         self._update()
@@ -199,12 +241,13 @@ class TradeoffExplorer(widgets.VBox):
             forward = self.step.slot_seconds / (1 + BACKWARD_PER_FORWARD)
             timeline = pipeline_timeline(v["schedule"], p, m, forward_time=forward,
                                          backward_time=BACKWARD_PER_FORWARD * forward)
-            plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False)
+            plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False,
+                                   title=f"{SCHEDULES[v['schedule']]}：m = {m}，气泡 {timeline.idle_fraction:.1%}")
         else:  # thousands of bars say nothing at this size, and take seconds to draw
             right.set_axis_off()
-            right.text(0.5, 0.5, f"m = {m:,} 个微批次：时间线太长，不画\n气泡占比按公式 (p − 1)/(m + p − 1) = "
+            right.text(0.5, 0.5, f"m = {m:,} 个微批次：\n时间线太长，不画\n气泡占比按公式\n(p - 1)/(m + p - 1) = "
                        f"{self.step.bubble_fraction:.2%}", ha="center", va="center", transform=right.transAxes)
-        self.figure.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.88, wspace=0.28)
+        self.figure.subplots_adjust(**_TRADEOFF_MARGINS)
         self.figure.canvas.draw()
         self.png = canvas_png(self.figure)
         show_png(self.output, self.png)

@@ -12,9 +12,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["CJK_FONTS", "PALETTE", "setup", "find_cjk_font", "new_axes", "render_error_html", "clear_artists",
-           "canvas_png",
-           "show_png"]
+__all__ = ["CJK_FONTS", "PALETTE", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "PHONE_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "setup",
+           "find_cjk_font", "new_axes", "render_error_html", "clear_artists", "canvas_png", "show_png",
+           "drawn_text_sizes", "displayed_scale", "min_text_points", "KERNEL_NOTICE_HTML", "kernel_notice"]
 
 # Noto Sans CJK SC first (Debian fonts-noto-cjk, Binder's apt.txt); JP is the same .ttc seen by older
 # matplotlib, which read only face 0; the rest are what Windows/macOS readers already have.
@@ -25,6 +25,28 @@ CJK_FONTS: tuple[str, ...] = (
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
+LINESTYLES = ("-", "--", "-.", ":")
+"""Line styles for curves that may lie on each other: each run differs in colour and in style."""
+MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+DPI = 110
+"""Pixels per inch of every figure the book saves (inline outputs and explorer PNGs)."""
+COLUMN_PX = 760
+"""The narrowest content column, in CSS pixels, the book is laid out for on a desk (a wider image is
+scaled down to it)."""
+PHONE_PX = 358
+"""The content column on a 390 px phone, in CSS pixels."""
+MIN_TEXT_PT = 8.0
+"""The smallest text a figure may show, in points at its displayed size in :data:`COLUMN_PX`."""
+FIGURE_WIDTH = COLUMN_PX / DPI - 0.01
+"""Inches: a figure this wide is exactly as many pixels as the column (shown unscaled, 110/96 of
+its point sizes)."""
+
+# Point sizes of the book's figures: shown at DPI in a 760 px column, 8.5 pt is ~9.7 pt on the page.
+_FONT_SIZES = {"font.size": 10.0, "axes.titlesize": 10.5, "axes.labelsize": 10.0, "xtick.labelsize": 9.5,
+               "ytick.labelsize": 9.5, "legend.fontsize": 9.0, "legend.title_fontsize": 9.0,
+               "figure.titlesize": 11.0}
 
 
 def find_cjk_font() -> str | None:
@@ -33,13 +55,15 @@ def find_cjk_font() -> str | None:
     return next((name for name in CJK_FONTS if name in installed), None)
 
 
-def setup(dpi: int = 110) -> str | None:
+def setup(dpi: int = DPI) -> str | None:
     """Apply the book's style; return the CJK font used (None, with one warning, if none is found)."""
     font = find_cjk_font()
     mpl.rcParams.update({
         "figure.dpi": dpi,
         "savefig.dpi": dpi,
-        "figure.figsize": (7.0, 3.6),
+        "figure.figsize": (FIGURE_WIDTH, 3.6),
+        **_FONT_SIZES,
+        "lines.markersize": 6.0,
         "axes.grid": True,
         "grid.alpha": 0.3,
         "axes.spines.top": False,
@@ -106,3 +130,65 @@ def show_png(output, png: bytes) -> None:
     with output:
         clear_output(wait=True)
         display(Image(data=png, format="png"))
+
+
+def drawn_text_sizes(fig: "Figure") -> list[tuple[str, float]]:
+    """Every text ``fig`` draws (titles, labels, tick labels, legends, annotations), as (text, size in
+    points at the figure's own size): the figure is drawn once on its Agg canvas and each text the
+    renderer receives is recorded, so hidden and off-axes texts do not count."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    renderer = fig.canvas.get_renderer()
+    seen: list[tuple[str, float]] = []
+    original = renderer.draw_text
+
+    def record(gc, x, y, s, prop, angle, ismath=False, mtext=None):  # noqa: ANN001 - matplotlib's signature
+        if str(s).strip():
+            seen.append((str(s), prop.get_size_in_points()))
+        return original(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    renderer.draw_text = record
+    try:
+        fig.draw(renderer)
+    finally:
+        del renderer.draw_text  # the instance attribute: the class method is back
+    return seen
+
+
+def displayed_scale(fig: "Figure", column_px: float = COLUMN_PX, tight: bool = False) -> float:
+    """How many displayed points one point of ``fig`` becomes in a content column ``column_px`` CSS
+    pixels wide: the PNG is ``width × dpi`` pixels, shown at that many CSS pixels (1/96 inch) or scaled
+    down to the column. ``tight``: the PNG is cut to the drawn area plus 0.1 inch, as Jupyter's inline
+    backend saves a pyplot figure (explorers show the whole canvas)."""
+    width_in = fig.get_figwidth()
+    if tight:
+        width_in = fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * 0.1
+    shown_px = min(width_in * fig.dpi, column_px)
+    return (shown_px / 96) / width_in
+
+
+def min_text_points(fig: "Figure", column_px: float = COLUMN_PX, tight: bool = False) -> float:
+    """The smallest text ``fig`` draws, in points at the size the page shows it in a ``column_px``
+    column (see :func:`displayed_scale`); the book's rule is ≥ :data:`MIN_TEXT_PT` at :data:`COLUMN_PX`."""
+    sizes = [size for _, size in drawn_text_sizes(fig)]
+    if not sizes:
+        raise ValueError("the figure draws no text")
+    return min(sizes) * displayed_scale(fig, column_px, tight)
+
+
+KERNEL_NOTICE_HTML = (
+    '<div style="font-size:90%;color:#555;border-left:3px solid #1f77b4;padding:2px 8px;margin:0 0 6px 0">'
+    "这是一个交互控件：在运行中的 Python 内核里，改动控件就会重新计算和画图；网页版只显示它的默认状态，"
+    "控件不响应。要让它动起来：点页面顶部的火箭按钮 🚀，选 Binder 或 Colab 在线运行本章；或在本地克隆仓库后"
+    "<code>pip install -e .</code>，用 Jupyter 打开 <code>book/</code> 下本章的笔记本，从头运行。</div>"
+)
+"""The line every explorer shows above its controls: in the static HTML book they are inert."""
+
+
+def kernel_notice():
+    """A new ``ipywidgets.HTML`` holding :data:`KERNEL_NOTICE_HTML`, each explorer's first child."""
+    import ipywidgets as widgets
+
+    return widgets.HTML(KERNEL_NOTICE_HTML)

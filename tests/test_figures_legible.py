@@ -1,0 +1,299 @@
+"""Every figure the book shows is legible at the size the page shows it, and every explorer tells a
+reader of the static page how to make it move.
+
+The rule (``style.min_text_points``): the smallest text a figure draws, scaled to the width the page
+gives its PNG (its own pixel width, or the 760 px content column when wider), is at least
+``style.MIN_TEXT_PT`` points. Each figure function of ``batchlab.ui`` is drawn here with small
+synthetic inputs, as pyplot figures are shown in a notebook (cut to their drawn area); each explorer
+at its default state, as the frozen HTML shows it.
+"""
+import ast
+import contextlib
+import io
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from batchlab.formulas.memory import stage_memory  # noqa: E402
+from batchlab.formulas.pipeline_schedules import pipeline_timeline  # noqa: E402
+from batchlab.formulas.roofline import RateCurve  # noqa: E402
+from batchlab.formulas.tune import tune  # noqa: E402
+from batchlab.lecture.case import CASE_STUDY  # noqa: E402
+from batchlab.ui import convergence, efficiency, memory, misconceptions, noise, pipeline, style  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CURVE = RateCurve((1024, 2048, 4096, 8192), (1e12, 2e12, 2.5e12, 2.6e12), "测试曲线")
+SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
+MODES = {"none": 1.2, "selective": 1.0, "full": 0.15}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def book_style():
+    with matplotlib.rc_context():
+        style.setup()
+        yield
+
+
+def noise_data(n: int = 256) -> tuple[dict, dict]:
+    """A gradient cloud and error statistics shaped like :mod:`batchlab.measure.noise`'s, without torch."""
+    rng = np.random.default_rng(0)
+    center = np.array([1.0, 0.0])
+    shrink = [math.sqrt((n - b) / (n - 1) / b) for b in SIZES]
+    cloud = {"batch_sizes": SIZES, "center": center,
+             "points": [center + rng.normal(size=(200, 2)) * np.array([0.3, 1.0]) * f for f in shrink]}
+    stats = {"batch_sizes": SIZES, "rel_error": [1.02 * f for f in shrink], "rel_error_theory": shrink,
+             "cosine": [1 / math.sqrt(1 + f * f) for f in shrink], "sq_error": [1.01 * f * f for f in shrink],
+             "sq_error_theory": [f * f for f in shrink], "sq_error_iid": [1.0 / b for b in SIZES]}
+    return cloud, stats
+
+
+def histories(batch_sizes=(8, 32, 128, 512), budget: int = 2048) -> list:
+    """Objects with the fields of :class:`batchlab.measure.train.History` the figures read."""
+    out = []
+    for b in batch_sizes:
+        steps = list(range(0, budget // b + 1, max(1, 128 // b)))
+        out.append(SimpleNamespace(eval_step=steps, eval_samples=[s * b for s in steps],
+                                   eval_loss=[1.5 + 2.5 * math.exp(-s * b / (300 + b)) for s in steps]))
+    return out
+
+
+def matmul_reports() -> list[dict]:
+    ms = [1, 4, 16, 64, 256, 1024, 4096]
+    return [{"dtype": d, "device": "cpu", "results": [{"m": m, "k": 1024, "n": 4096, "tflops": f * m / (m + 64)}
+                                                      for m in ms]} for d, f in (("float32", 0.5), ("bfloat16", 1.1))]
+
+
+def _ratios() -> dict:
+    return {"微批次 ×2": {"steps_to_target": 1.0, "peak_memory_gib": 1.6, "matmul_efficiency": 1.0,
+                         "bubble_fraction": 1.9, "p2p_messages": 0.5, "allreduce_mib_per_sample": 1.0},
+            "全局批次 ×2": {"steps_to_target": 0.55, "peak_memory_gib": 1.0, "matmul_efficiency": 1.0,
+                          "bubble_fraction": 0.52, "p2p_messages": 2.0, "allreduce_mib_per_sample": 0.5}}
+
+
+def _estimate_stats() -> dict:
+    _, stats = noise_data()
+    return {**stats, "batch_sizes": [*SIZES, 256], "rel_error": [*stats["rel_error"], 0.0],
+            "rel_error_theory": [*stats["rel_error_theory"], 0.0], "cosine": [*stats["cosine"], 1.0]}
+
+
+# Each figure function of batchlab.ui, as a chapter calls it (the notebooks' stacked figures included).
+FIGURES = {
+    "memory.plot_stage_memory": lambda: memory.plot_stage_memory(
+        stage_memory(replace(CASE_STUDY.job, device_memory_gib=16.0, recompute="full")),
+        measured=[2e10, None, None, 1e10]),
+    "memory.plot_schedule_memory": lambda: memory.plot_schedule_memory(
+        {s: stage_memory(replace(CASE_STUDY.job, schedule=s)) for s in ("gpipe", "1f1b")}),
+    "memory.plot_memory_by_batch": lambda: memory.plot_memory_by_batch(
+        [1, 2, 4, 8, 16], [3e6] * 5, [b * 1.2e6 for b in (1, 2, 4, 8, 16)], 64),
+    "memory.plot_activation_check": lambda: memory.plot_activation_check(
+        [1, 2, 4, 8, 16], {m: [b * f * 1e6 for b in (1, 2, 4, 8, 16)] for m, f in MODES.items()},
+        {m: [b * f * 1.01e6 for b in (1, 2, 4, 8, 16)] for m, f in MODES.items()}, 64),
+    "memory.plot_memory_audit": lambda: memory.plot_memory_audit(
+        {i: 0.3 + 0.006 * i for i in range(96)}, {i: 0.35 + 0.008 * i for i in range(96)}, (0.92, 0.85),
+        "调整前（微批次 2）最满阶段的显存占比", "调整后（微批次 4）"),
+    "misconceptions.plot_what_moves": lambda: misconceptions.plot_what_moves(_ratios()),
+    "misconceptions.plot_early_late": lambda: misconceptions.plot_early_late(
+        histories(), ["B=8，恒定学习率", "B=64，恒定学习率", "B=8，余弦衰减", "B=8，2048 条后增大到 32"], 1024, 1.5),
+    "misconceptions.plot_lr_sweep": lambda: misconceptions.plot_lr_sweep(
+        {8: {10.0: 1.8, 30.0: 1.7, 90.0: 1.75, 270.0: 9.0}, 64: {30.0: 1.9, 90.0: 1.72, 270.0: 1.7, 810.0: 12.0}},
+        floor=1.5),
+    "noise.plot_estimate_error": lambda: noise.plot_estimate_error(_estimate_stats()),
+    "noise.plot_gradient_cloud": lambda: noise.plot_gradient_cloud(noise_data()[0], 4),
+    "noise.plot_variance_curve": lambda: noise.plot_variance_curve(noise_data()[1], 32),
+    "pipeline.plot_pipeline_timeline": lambda: pipeline.plot_pipeline_timeline(pipeline_timeline("1f1b", 4, 8)),
+    "pipeline.plot_pipeline_timelines": lambda: pipeline.plot_pipeline_timelines(
+        [pipeline_timeline(s, 4, 8) for s in ("gpipe", "1f1b")]),
+    "pipeline.plot_tradeoff": lambda: pipeline.plot_tradeoff(tune(CASE_STUDY.job, CURVE)["candidates"], 2),
+    "efficiency.plot_matmul_rates": lambda: efficiency.plot_matmul_rates(matmul_reports()),
+    "efficiency.plot_roofline": lambda: efficiency.plot_roofline(
+        2e12, 1e11, [(m, 1024, 4096, 1e12 * m / (m + 64)) for m in (1, 4, 16, 64, 256, 1024)]),
+    "convergence.plot_training_curves": lambda: convergence.plot_training_curves(
+        histories(), ["B = 8", "B = 32", "B = 128", "B = 512"], floor=1.5),
+    "convergence.plot_steps_samples": lambda: convergence.plot_steps_samples(
+        [8, 32, 128, 512], [200, 60, 25, 12], {"e_min": 1200, "s_min": 8, "b_noise": 150}),
+}
+
+
+def quiet(build):
+    with contextlib.redirect_stdout(io.StringIO()):  # outside a kernel an Output widget prints its image
+        return build()
+
+
+def explorers() -> dict:
+    from batchlab.ui.batch import BatchCalculator
+    from batchlab.ui.memory import MemoryExplorer
+    from batchlab.ui.noise import NoiseExplorer
+    from batchlab.ui.pipeline import TradeoffExplorer
+
+    return {"BatchCalculator": BatchCalculator, "MemoryExplorer": MemoryExplorer,
+            "NoiseExplorer": lambda: NoiseExplorer(*noise_data(), batch_size=4, lr_rule="sqrt"),
+            "TradeoffExplorer": lambda: TradeoffExplorer(CURVE)}
+
+
+def test_every_figure_function_of_ui_is_checked_here():
+    functions = {f"{module.__name__.rsplit('.', 1)[1]}.{name}"
+                 for module in (convergence, efficiency, memory, misconceptions, noise, pipeline)
+                 for name in dir(module) if name.startswith("plot_") and callable(getattr(module, name))}
+    assert functions == set(FIGURES), "a figure function without a legibility check (or a stale one)"
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_figure_text_is_at_least_8_pt_in_the_column(name):
+    fig = FIGURES[name]()
+    points = style.min_text_points(fig, tight=True)
+    width_px = fig.get_tightbbox(fig.canvas.get_renderer()).width * fig.dpi
+    plt.close(fig)
+    assert points >= style.MIN_TEXT_PT, f"{name}: smallest text {points:.1f} pt on the page"
+    assert width_px <= style.COLUMN_PX * 1.1, f"{name}: {width_px:.0f} px, far wider than the column"
+
+
+@pytest.mark.parametrize("name", ["MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
+def test_explorer_figures_are_legible_and_as_wide_as_the_column(name):
+    explorer = quiet(explorers()[name])
+    assert explorer.figure.get_figwidth() * explorer.figure.dpi <= style.COLUMN_PX
+    points = style.min_text_points(explorer.figure)
+    assert points >= style.MIN_TEXT_PT, f"{name}: smallest text {points:.1f} pt on the page"
+
+
+def test_the_rule_fails_small_text_and_figures_wider_than_the_column():
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.set_xlabel("批大小")
+    assert style.min_text_points(fig) >= style.MIN_TEXT_PT
+    ax.set_title("4 pt 的标题", fontsize=4)
+    assert style.min_text_points(fig) == pytest.approx(4 * style.DPI / 96)  # shown unscaled: 110/96 of it
+    assert style.min_text_points(fig) < style.MIN_TEXT_PT
+    wide, ax = plt.subplots(figsize=(14, 3))  # 1540 px in a 760 px column: halved
+    ax.set_xlabel("批大小", fontsize=10)
+    assert style.min_text_points(wide) < style.MIN_TEXT_PT
+    assert style.displayed_scale(wide) == pytest.approx(760 / 96 / 14)
+    assert style.displayed_scale(wide, column_px=style.PHONE_PX) == pytest.approx(358 / 96 / 14)
+    with pytest.raises(ValueError, match="no text"):
+        style.min_text_points(plt.figure())
+    plt.close("all")
+
+
+def test_hidden_text_does_not_count():
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.set_xlabel("批大小")
+    ax.text(0.5, 0.5, "hidden", fontsize=3, visible=False)
+    assert all(text != "hidden" for text, _ in style.drawn_text_sizes(fig))
+    assert style.min_text_points(fig) >= style.MIN_TEXT_PT
+    plt.close(fig)
+
+
+def test_inline_figures_with_the_book_defaults_are_legible():
+    """What a chapter draws inline with plain pyplot calls (4.1's loss curve): the rcParams of
+    style.setup() alone keep it legible, at the default size and at the chapter's own."""
+    for size in (None, (6.5, 3)):
+        fig, ax = plt.subplots(figsize=size)
+        ax.plot([1, 2, 3], [3.0, 2.0, 1.5], label="训练损失（B = 32）")
+        ax.axhline(1.4, color="k", ls="--", label="熵率：损失下限")
+        ax.set(xlabel="更新步数", ylabel="交叉熵（nats/token）", title="训练损失")
+        ax.legend()
+        assert style.min_text_points(fig, tight=True) >= style.MIN_TEXT_PT
+        assert fig.get_figwidth() * fig.dpi <= style.COLUMN_PX
+        plt.close(fig)
+
+
+# ── explorers in the static book ─────────────────────────────────────────────────────────────────
+@pytest.mark.parametrize("name", ["BatchCalculator", "MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
+def test_each_explorer_first_says_how_to_make_it_move(name):
+    import ipywidgets as widgets
+
+    first = quiet(explorers()[name]).children[0]
+    assert isinstance(first, widgets.HTML)
+    for needed in ("运行中的 Python 内核", "Binder", "Colab", "pip install -e ."):
+        assert needed in first.value, needed
+
+
+def _text_px(text: str) -> float:
+    """Rough width in CSS pixels at the widgets' 13 px font: a CJK character is square, Latin ~0.6 em."""
+    return sum(13.0 if ord(ch) >= 0x2E80 else 7.8 for ch in text)
+
+
+def _px(width: str) -> float:
+    assert width.endswith("px"), width
+    return float(width[:-2])
+
+
+@pytest.mark.parametrize("name", ["BatchCalculator", "MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
+def test_no_control_cuts_off_its_label_or_value(name):
+    """A frozen control cannot be scrolled: its description must fit its description width and a
+    dropdown's longest option the box (less ~36 px for the arrow and padding)."""
+    import ipywidgets as widgets
+
+    explorer = quiet(explorers()[name])
+    for key, control in explorer.controls.items():
+        described = control.style.description_width
+        if described:
+            assert _text_px(control.description) <= _px(described), (key, control.description)
+        if isinstance(control, widgets.Dropdown) and control.layout.width:
+            room = _px(control.layout.width) - _px(described or "0px") - 36
+            longest = max(control._options_labels, key=_text_px)
+            assert _text_px(longest) <= room, (key, longest, room)
+
+
+@pytest.mark.parametrize("name", ["BatchCalculator", "MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
+def test_each_row_of_controls_fits_the_column(name):
+    import ipywidgets as widgets
+
+    explorer = quiet(explorers()[name])
+    for row in explorer.children:
+        widths = [child.layout.width for child in row.children] if isinstance(row, widgets.HBox) else [row.layout.width]
+        assert sum(_px(w) for w in widths if w) <= style.COLUMN_PX, [getattr(c, "description", c) for c in
+                                                                     getattr(row, "children", [row])]
+
+
+def test_the_rule_on_controls_can_fail():
+    """The estimate flags the precision dropdown as it was (460 px with a 150 px description)."""
+    from batchlab.formulas.precision import PRECISIONS
+
+    assert _text_px(max(PRECISIONS.values(), key=_text_px)) > 460 - 150 - 36
+
+
+def _explorer_calls() -> list[tuple[str, str, str]]:
+    """(chapter, explorer class, its call's arguments as source) for each cell that ends in an explorer."""
+    calls = []
+    for path in sorted((ROOT / "book").glob("4.*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            source = "".join(cell["source"])
+            try:
+                body = ast.parse(source).body
+            except SyntaxError:
+                continue
+            last = body[-1] if body else None
+            if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
+                    and isinstance(last.value.func, ast.Name) and last.value.func.id.endswith(("Explorer", "Calculator")):
+                call = last.value
+                args = [ast.unparse(a) for a in call.args] + sorted(ast.unparse(k) for k in call.keywords)
+                calls.append((path.stem, call.func.id, ", ".join(args)))
+    return calls
+
+
+def test_no_two_pages_show_the_same_explorer_state():
+    calls = _explorer_calls()
+    assert {name for _, name, _ in calls} >= {"MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"}
+    seen: dict[tuple[str, str], str] = {}
+    for chapter, name, args in calls:
+        assert (name, args) not in seen, f"{chapter} shows {name}({args}) as {seen[(name, args)]} does"
+        seen[(name, args)] = chapter
+
+
+def test_the_two_tradeoff_pages_start_from_different_jobs():
+    from batchlab.lecture.case import CASE_STUDY_TUNED
+    from batchlab.ui.pipeline import TradeoffExplorer
+
+    values = [{k: c.value for k, c in quiet(lambda: TradeoffExplorer(CURVE, job=job)).controls.items()}
+              for job in (CASE_STUDY.job, CASE_STUDY_TUNED.job)]
+    assert values[0] != values[1]
