@@ -140,7 +140,6 @@ def plot_schedule_memory(reports: Mapping[str, MemoryReport]) -> "Figure":
     """:func:`plot_stage_memory` of several reports (one job under different schedules, say), one
     panel a row on one memory scale, titled by ``reports``' keys, with one legend below them all."""
     import matplotlib.pyplot as plt
-
     if not reports:
         raise ValueError("reports 为空：至少给出一个显存报告")
     fig, axes = plt.subplots(len(reports), 1, figsize=(FIGURE_WIDTH, 2.5 * len(reports) + 0.9), sharey=True,
@@ -164,7 +163,6 @@ def plot_memory_by_batch(batch_sizes: Sequence[int], state_bytes: Sequence[float
     """One stacked bar per batch size B: the model states (parameters, gradients, optimizer), which
     do not depend on B, under the activations measured for B sequences of ``seq_len`` tokens; MiB."""
     import matplotlib.pyplot as plt
-
     if not (len(batch_sizes) == len(state_bytes) == len(activation_bytes)):
         raise ValueError("batch_sizes、state_bytes、activation_bytes 的长度必须相同")
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.5))
@@ -172,8 +170,7 @@ def plot_memory_by_batch(batch_sizes: Sequence[int], state_bytes: Sequence[float
     states = [v / 2**20 for v in state_bytes]
     ax.bar(names, states, color="0.7", label="参数 + 梯度 + Adam 状态")
     ax.bar(names, [a / 2**20 for a in activation_bytes], bottom=states, color=PALETTE[4], label="激活值（实测）")
-    ax.set_xlabel(f"批大小 B（序列长度 {seq_len}）")
-    ax.set_ylabel("MiB")
+    ax.set(xlabel=f"批大小 B（序列长度 {seq_len}）", ylabel="MiB")
     ax.grid(axis="x", visible=False)
     ax.legend(loc="upper left")
     fig.tight_layout()
@@ -189,7 +186,6 @@ def plot_activation_check(batch_sizes: Sequence[int], modelled: Mapping[str, Seq
     the model as a dashed line, the measurement as markers (MiB). ``modelled`` and ``measured`` map a
     mode of :data:`batchlab.formulas.job.RECOMPUTE_MODES` to one value per batch size."""
     import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.8))
     for mode in modelled:
         marker, colour = _MODE_STYLE.get(mode, ("D", PALETTE[3]))
@@ -198,8 +194,7 @@ def plot_activation_check(batch_sizes: Sequence[int], modelled: Mapping[str, Seq
             ax.plot(batch_sizes, [v / 2**20 for v in measured[mode]], marker, color=colour, ms=7, mfc="none",
                     mew=1.6, linestyle="none", label=f"实测：{mode}")
     ax.set_xticks(list(batch_sizes), [str(b) for b in batch_sizes])
-    ax.set_xlabel(f"微批次大小 b（s = {seq_len}）")
-    ax.set_ylabel("激活值（MiB）")
+    ax.set(xlabel=f"微批次大小 b（s = {seq_len}）", ylabel="激活值（MiB）")
     ax.legend(ncol=2, loc="upper left")
     fig.tight_layout()
     return fig
@@ -223,8 +218,7 @@ def plot_memory_audit(before: Mapping, after: Mapping, reported: tuple[float, fl
     ax.plot([0, top], [0, top], color="0.4", lw=1.2, ls="--", label="调整前后相等")
     ax.scatter([reported[0]], [reported[1]], marker="*", s=260, color=PALETTE[1], edgecolor="k", linewidth=0.6,
                label=f"原文报告：{reported[0]:.0%} → {reported[1]:.0%}", zorder=3)
-    ax.set_xlabel(before_label)
-    ax.set_ylabel(after_label)
+    ax.set(xlabel=before_label, ylabel=after_label)
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(PercentFormatter(1.0, decimals=0))
     ax.legend(loc="upper left")
