@@ -16,7 +16,11 @@ have_cjk_font() {
 }
 missing=()
 have_cjk_font || missing+=(fonts-noto-cjk)
-[ "$purpose" = test ] && ! command -v chromium >/dev/null 2>&1 && missing+=(chromium)
+# Chromium renders the pages in the tests and prints the book's PDF (BOOK_PDF=0 skips the PDF; CHROMIUM
+# names another Chromium-based browser, e.g. the runner's google-chrome)
+if [ "$purpose" = test ] || { [ "${BOOK_PDF:-1}" != 0 ] && [ -z "${CHROMIUM:-}" ]; }; then
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+fi
 # grade runs students' notebooks inside bubblewrap; the tests grade hostile submissions with it
 [ "$purpose" = test ] && ! command -v bwrap >/dev/null 2>&1 && missing+=(bubblewrap)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -26,7 +30,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
   else
     echo "setup-env: please install ${missing[*]} (Debian/Ubuntu: sudo apt-get install ${missing[*]})" >&2
-    [ "$purpose" = test ] && exit 1  # the tests check Chinese glyphs and render pages in Chromium
+    # the tests check Chinese glyphs and render pages in Chromium; the book's PDF is printed by it
+    if [ "$purpose" = test ] || [[ " ${missing[*]} " == *" chromium "* ]]; then exit 1; fi
   fi
 fi
 

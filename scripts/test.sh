@@ -8,7 +8,8 @@ bash scripts/setup-env.sh test
 # slow each other down 15–25× (numerics are unchanged). A cell that hangs fails after 300 s instead of
 # holding CI until its limit.
 export OMP_WAIT_POLICY=PASSIVE
-# loadfile keeps each notebook (and the one book build) on a single worker.
-exec .venv/bin/python -m pytest -n 2 --dist loadfile \
+# loadgroup (groups set in conftest.py): each file, each notebook above all, on a single worker, and the
+# book's test files together, so the book is built once.
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 300 \
   tests book "$@"
