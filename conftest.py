@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _book_file(name: str) -> bool:
-    """The files that share tests/test_html.py's one book build and page loads (per worker process)."""
+    """The files that share tests/test_html.py's book build and page loads (one per worker process)."""
     return name == "test_html.py" or (name.startswith("test_page_") and name.endswith(".py"))
 
 
@@ -54,7 +54,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.suffix == ".ipynb" or item.path.name in SLOW_FILES or _book_file(item.path.name):
             item.add_marker(pytest.mark.slow)
-        # Under `--dist loadgroup` (scripts/test.sh) a file stays on one worker, as with loadfile (a
-        # notebook's cells share one kernel), and the book's test files share one worker: one build.
-        group = "built-book" if _book_file(item.path.name) else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(name=group))
+

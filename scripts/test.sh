@@ -8,8 +8,8 @@ bash scripts/setup-env.sh test
 # slow each other down 15–25× (numerics are unchanged). A cell that hangs fails after 300 s instead of
 # holding CI until its limit.
 export OMP_WAIT_POLICY=PASSIVE
-# loadgroup (groups set in conftest.py): each file, each notebook above all, on a single worker, and the
-# book's test files together, so the book is built once.
-exec .venv/bin/python -m pytest -n 2 --dist loadgroup \
+# loadfile keeps each notebook on a single worker (its cells share one kernel); the book is built once
+# per worker that runs one of its test files (tests/test_html.py, tests/test_page_*.py).
+exec .venv/bin/python -m pytest -n 2 --dist loadfile \
   --nbval --nbval-current-env --nbval-sanitize-with tests/nbval-sanitize.cfg --nbval-cell-timeout 300 \
   tests book "$@"

@@ -221,7 +221,7 @@ def test_memory_explorer_answers_its_controls(lab: dict, browser_page: tuple) ->
     explorer = page.locator(".jp-CodeCell").filter(has=control(page, "dropdown", DROPDOWN))
     expect(explorer).to_have_count(1, timeout=CHANGE_S * 1000)
     image = explorer.locator(".widget-output img")
-    summary = explorer.locator(".widget-html-content")
+    summary = explorer.locator(".widget-html-content").last  # the first is the kernel notice above the controls
     expect(image).to_have_count(1, timeout=CHANGE_S * 1000)
     expect(summary).not_to_be_empty()
     assert "Error displaying widget" not in explorer.inner_text()

@@ -33,7 +33,7 @@ from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULE
 from batchlab.formulas.precision import element_bytes
 from batchlab.formulas.presets import get_config, layer_forward_flops
 
-__all__ = ["main", "build_parser", "COMMANDS"]
+__all__ = ["main", "build_parser", "COMMANDS", "CLI_BENCH_SECONDS"]
 
 
 # argparse's own usage errors, in the book's language (the patterns are argparse's messages).
@@ -94,8 +94,9 @@ def _device_text(info: dict) -> str:
 
 # ── bench-matmul ─────────────────────────────────────────────────────────────────────────────────
 
-CLI_BENCH_SECONDS = 5.0
-"""The longest benchmark the CLI starts (estimated before the samples; the default takes 1–3 s here)."""
+CLI_BENCH_SECONDS = 10.0
+"""The longest benchmark the CLI starts (estimated before the samples; the default takes 1–3 s here, the
+case's shapes in 4.6's cheat sheet 2–3 s on an idle 2-core CPU and twice that on a busy one)."""
 _BENCH_MS = (1, 2, 4, 8, 16, 32, 64, 128)  # = measure.matmul.DEFAULT_MS, repeated so --help needs no torch
 
 
