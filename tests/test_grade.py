@@ -37,7 +37,7 @@ def test_answers_hold_each_exercises_latest_answer(capsys):
     is_correct("4.1-4", expected("4.1-4"))
     assert answers()["4.1-4"] == expected("4.1-4")
     check("4.1-4", expected("4.1-4") + 1)  # the printing path records too
-    assert "❌" in capsys.readouterr().out and answers()["4.1-4"] == expected("4.1-4") + 1
+    assert "不对。提示" in capsys.readouterr().out and answers()["4.1-4"] == expected("4.1-4") + 1
     check("4.1-4", None)
     assert answers()["4.1-4"] is None
     with pytest.raises(ValueError, match="没有这道练习"):

@@ -8,7 +8,7 @@ a cell that errors or runs over is recorded and the rest of the notebook still r
 costs only the exercises it breaks; a cell that ignores the interrupt ends that notebook's run.
 
 A last cell, run in the same kernel, prints the answers the student gave (``batchlab.ui.exercises.answers``)
-as data. The grader judges them in its own process with the rule the student's ✅/❌ came from
+as data. The grader judges them in its own process with the rule the student's 正确/不对 came from
 (``judge``): whatever a notebook does to its own kernel can change an answer, never a verdict.
 
 The exercises of the assignment are the grader's own list: every exercise of each chapter that at least

@@ -181,7 +181,7 @@ def min_text_points(fig: "Figure", column_px: float = COLUMN_PX, tight: bool = F
 KERNEL_NOTICE_HTML = (
     '<div style="font-size:90%;color:#555;border-left:3px solid #1f77b4;padding:2px 8px;margin:0 0 6px 0">'
     "这是一个交互控件：在运行中的 Python 内核里，改动控件就会重新计算和画图；网页版只显示它的默认状态，"
-    "控件不响应。要让它动起来：点页面顶部的火箭按钮 🚀，选 Binder 或 Colab 在线运行本章；或在本地克隆仓库后"
+    "控件不响应。要让它动起来：点页面顶部的火箭图标，选 Binder 或 Colab 在线运行本章；或在本地克隆仓库后"
     "<code>pip install -e .</code>，用 Jupyter 打开 <code>book/</code> 下本章的笔记本，从头运行。</div>"
 )
 """The line every explorer shows above its controls: in the static HTML book they are inert."""

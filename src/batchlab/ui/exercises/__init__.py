@@ -57,7 +57,7 @@ def ask(exercise_id: str) -> None:
 
 
 def check(exercise_id: str, answer: Any) -> None:
-    """Print ✅ or ❌ with a hint for ``answer`` (returns nothing, so a notebook cell shows only the verdict)."""
+    """Print 正确 or 不对 with a hint for ``answer`` (returns nothing, so a notebook cell shows only the verdict)."""
     is_correct(exercise_id, answer, quiet=False)
 
 
@@ -70,7 +70,7 @@ def is_correct(exercise_id: str, answer: Any, quiet: bool = True) -> bool:
 
 
 def judge(exercise_id: str, answer: Any, quiet: bool = True) -> bool:
-    """The one rule that decides an answer (the student's ✅/❌ and the grader's score alike); records nothing."""
+    """The one rule that decides an answer (the student's 正确/不对 and the grader's score alike); records nothing."""
     exercise = _get(exercise_id)
     say = (lambda msg: None) if quiet else print
     if answer is None or answer is ...:
@@ -83,9 +83,9 @@ def judge(exercise_id: str, answer: Any, quiet: bool = True) -> bool:
             say(f"练习 {exercise_id}：请填选项字母（{letters}）之一，例如 \"A\"，收到的是 {answer!r}。")
             return False
         if answer.strip().upper() == truth:
-            say(f"练习 {exercise_id}：✅ 正确（{truth}）。")
+            say(f"练习 {exercise_id}：正确（{truth}）。")
             return True
-        say(f"练习 {exercise_id}：❌ {answer!r} 不对。提示：{exercise.hint}")
+        say(f"练习 {exercise_id}：{answer!r} 不对。提示：{exercise.hint}")
         return False
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
         say(f"练习 {exercise_id}：请填一个数字，收到的是 {answer!r}（{type(answer).__name__}）。")
@@ -98,7 +98,7 @@ def judge(exercise_id: str, answer: Any, quiet: bool = True) -> bool:
     else:
         right = math.isclose(float(answer), float(truth), rel_tol=exercise.rel_tol, abs_tol=1e-9)
     if right:
-        say(f"练习 {exercise_id}：✅ 正确（{truth:g}）。")
+        say(f"练习 {exercise_id}：正确（{truth:g}）。")
         return True
-    say(f"练习 {exercise_id}：❌ {answer!r} 不对。提示：{exercise.hint}")
+    say(f"练习 {exercise_id}：{answer!r} 不对。提示：{exercise.hint}")
     return False
