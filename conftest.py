@@ -46,8 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _book_file(name: str) -> bool:
-    """The files that share tests/test_html.py's book build and page loads (one per worker process)."""
-    return name == "test_html.py" or (name.startswith("test_page_") and name.endswith(".py"))
+    """tests/test_page_*.py: they use tests/test_html.py's book build and browser, so they are slow too."""
+    return name.startswith("test_page_") and name.endswith(".py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

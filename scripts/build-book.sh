@@ -5,7 +5,7 @@
 # the Debian package chromium, or $CHROMIUM; BOOK_PDF=0 skips it), which the preface links to.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup-env.sh book
+if [ "${BOOK_PDF:-1}" != 0 ]; then bash scripts/setup-env.sh pdf; else bash scripts/setup-env.sh book; fi
 .venv/bin/jupyter-book build . -W "$@"
 if [ "${BOOK_PDF:-1}" != 0 ]; then
   .venv/bin/python -m booktools.pdf --html _build/html   # setup-env.sh made sure Chromium is there

@@ -73,3 +73,10 @@ def test_the_utilisation_verdict_reads_the_throughput_both_ways():
     per_card = mfu(3200 * 8, CASE_STUDY.job, 300e12)
     assert 0.05 < per_card < 0.15
     assert row(replace(CASE_STUDY, reported={**CASE_STUDY.reported, "npu_utilization": per_card})).reproduced
+
+
+def test_an_impossible_per_card_reading_is_dropped_not_raised():
+    """At 60,000 tokens/s per card the 8 cards would run past their peak: that reading is left out."""
+    fast = replace(CASE_STUDY, reported={**CASE_STUDY.reported, "tokens_per_second": 60_000.0})
+    row = next(r for r in audit_case(fast, CASE_STUDY_TUNED, FLAT, PEAKS) if r.claim.startswith("初始配置：NPU 利用率"))
+    assert "按整个集群" in row.computed and "按每张卡" not in row.computed

@@ -19,11 +19,11 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 
 from docutils import nodes
 from docutils.transforms import Transform
 
+from batchlab.ui.tables import display_width
 from booktools.layout import CJK_CLASS
 
 CJK_GAP = re.compile(rf"(?<=[{CJK_CLASS}])[ \t\r\n]+(?=[{CJK_CLASS}])")
@@ -92,10 +92,6 @@ class CJKSpaces(Transform):
             if isinstance(block.parent, nodes.TextElement) or _excluded(block, None):
                 continue
             join_cjk(block)
-
-
-def display_width(text: str) -> int:
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 class TableColumns(Transform):

@@ -154,7 +154,8 @@ class Job:
 
     @property
     def element_bytes(self) -> int:
-        """Bytes of one activation (and weight, and gradient) element under this job's precision."""
+        """Bytes of one activation (and weight) element under this job's precision; a gradient element is
+        :attr:`gradient_bytes`."""
         return ELEMENT_BYTES[PRECISION_DTYPE[self.precision]]
 
     @property

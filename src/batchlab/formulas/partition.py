@@ -122,14 +122,14 @@ def partition_layers(config: GPTConfig, pipeline_stages: int, method: str = "uni
     p = whole("pipeline_stages", pipeline_stages)
     at_most("pipeline_stages", p, config.n_layer, f"{config.name} 的层数 n_layer")  # every stage needs a layer
     one_of("method", method, PARTITION_METHODS)
-    s = config.n_positions if seq_len is None else check_seq_len(config, seq_len)
+    tokens = config.n_positions if seq_len is None else check_seq_len(config, seq_len)
     costs = {"parameters": lambda i, n: _stage_params(config, p, i, n),
-             "compute": lambda i, n: _stage_flops(config, p, i, n, s)}
+             "compute": lambda i, n: _stage_flops(config, p, i, n, tokens)}
     sizes = (_uniform_sizes(config.n_layer, p) if method == "uniform"
              else _balanced_sizes(config.n_layer, p, costs[method]))
     stages, start = [], 0
-    for s, size in enumerate(sizes):
-        stages.append(Stage(index=s, layers=range(start, start + size), has_embedding=s == 0,
-                            has_head=s == p - 1, params=_stage_params(config, p, s, size)))
+    for i, size in enumerate(sizes):
+        stages.append(Stage(index=i, layers=range(start, start + size), has_embedding=i == 0,
+                            has_head=i == p - 1, params=_stage_params(config, p, i, size)))
         start += size
     return stages

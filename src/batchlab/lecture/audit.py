@@ -95,8 +95,12 @@ def audit_case(before: CaseConfig, after: CaseConfig, curves: dict[str, RateCurv
         # Two readings of the reported tokens/s: the whole cluster's (as the lecture's numbers suggest), or
         # one card's (then the cluster does devices × as much). The peak's range gives each a range.
         readings = {"整个集群": tokens, "每张卡": tokens * case.job.devices}
-        ranges = {name: (mfu(t, case.job, peak_flops[1]), mfu(t, case.job, peak_flops[0]))
-                  for name, t in readings.items()}
+        ranges = {}
+        for name, t in readings.items():
+            try:
+                ranges[name] = (mfu(t, case.job, peak_flops[1]), mfu(t, case.job, peak_flops[0]))
+            except ValueError:  # over 100 % at the high peak: that reading is impossible, not a match
+                continue
         rows.append(AuditRow(f"{case.name}：NPU 利用率 {reported:.0%} 是模型算力利用率（MFU）", f"{reported:.0%}",
                              "；".join(f"按{name}的 {tokens:.0f} tokens/s：MFU {low:.1%}–{high:.1%}"
                                       for name, (low, high) in ranges.items()),

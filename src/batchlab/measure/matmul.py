@@ -127,21 +127,22 @@ def _check_duration(weight: torch.Tensor, ms: Sequence[int], generator: torch.Ge
                     device: torch.device, repeats: int, min_seconds: float, max_seconds: float) -> None:
     """Refuse a benchmark whose samples would run past ``max_seconds``, without running it first.
 
-    A small probe call (:data:`PROBE_ROWS` rows) gives a lower bound for every m: no less time than the probe,
-    and no more than :data:`RATE_GROWTH` times its rate. The m are then timed once each, smallest first,
+    A probe call of :data:`PROBE_ROWS` rows gives a lower bound for every m at least that large: no less
+    time than the probe, and no more than :data:`RATE_GROWTH` times its rate. The m are then timed once
+    each, smallest first,
     and the estimate — (repeats + 1) × Σ max(min_seconds, one call), measured where timed, bounded below
     elsewhere — is checked after each, so a hopeless request (bf16 on a CPU without bf16 units) is refused
     within about a probe's time instead of after minutes of calibration.
     """
     k = weight.shape[0]
-    probe_rows = min(min(ms), PROBE_ROWS)
-    a = _random((probe_rows, k), generator, dtype, device)
+    a = _random((PROBE_ROWS, k), generator, dtype, device)
     torch.matmul(a, weight)  # the first call pays for kernel selection
     with timed_region(device) as timing:
         torch.matmul(a, weight)
     probe = timing.seconds
-    scale = matmul_flops(probe_rows, k, 1)
-    seconds = {m: max(probe, probe * matmul_flops(m, k, 1) / scale / RATE_GROWTH) for m in set(ms)}
+    # Below the probe's rows nothing bounds a call from below but min_seconds; from there up, a call
+    # takes no less than the probe and runs at most RATE_GROWTH times its rate.
+    seconds = {m: max(probe, probe * m / PROBE_ROWS / RATE_GROWTH) if m >= PROBE_ROWS else 0.0 for m in set(ms)}
 
     def check(estimate: float) -> None:
         if estimate > max_seconds:

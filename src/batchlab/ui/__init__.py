@@ -10,6 +10,8 @@ arrive as arguments) — and hold no formula of their own.
 * ``memory`` — per-stage memory bars and the memory explorer (4.3).
 * ``efficiency`` — matmul rates and the roofline (4.4).
 * ``misconceptions`` — the figures of 4.6.
-* ``tables`` — plain-text tables that align Chinese and Latin text.
+* ``diagrams`` — the picture of a batch (4.1): global batch → replicas → micro-batches → stages.
+* ``numbers`` — numbers for people: sizes, percentages, rates, estimates, m×10ⁿ.
+* ``tables`` — result tables (HTML in the book, aligned text elsewhere).
 * ``exercises`` — self-checks; each chapter's questions in ``exercises/chapter_<n>.py``.
 """

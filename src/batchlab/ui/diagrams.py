@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from batchlab.formulas.batching import BatchPlan
 from batchlab.formulas.job import Job
-from batchlab.ui.style import PALETTE, new_axes
+from batchlab.ui.style import FIGURE_WIDTH, PALETTE, new_axes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ANATOMY_FIGSIZE", "ANATOMY_FONTSIZE", "draw_batch_anatomy", "shown_indices"]
 
-ANATOMY_FIGSIZE = (7.2, 4.0)
-"""Inches: at the web page's 96 px per inch this fits the book's ~760 px column without shrinking."""
+ANATOMY_FIGSIZE = (FIGURE_WIDTH, 4.0)
+"""Inches: the book's figure width (style.FIGURE_WIDTH, the column at style.DPI), so it is shown unscaled."""
 ANATOMY_FONTSIZE = 9
 """The smallest text on the diagram, in points (headers are one point larger)."""
 
@@ -133,7 +133,7 @@ def draw_batch_anatomy(plan_or_job: BatchPlan | Job, ax: "Axes | None" = None) -
     arrow_gap = 3.2
     sw = min((sx1 - sx0 - arrow_gap * (len(stages) - 1)) / len(stages), 10.0)
     stage_x = [sx0 + k * (sw + arrow_gap) for k in range(len(stages))]
-    stage_boxes: dict[int, list[tuple[float, float]]] = {}  # drawn stage → (x centre, y) of each row's box
+    stage_boxes: dict[int, list[tuple[float, float, float]]] = {}  # drawn stage → (x centre, bottom, top) per row
     micro = shown_indices(m)
 
     for r, y0, h in rows:

@@ -187,7 +187,7 @@ KERNEL_NOTICE_HTML = (
 """The line every explorer shows above its controls: in the static HTML book they are inert."""
 
 
-def kernel_notice():
+def kernel_notice() -> "ipywidgets.HTML":  # noqa: F821 (imported here: style loads without ipywidgets)
     """A new ``ipywidgets.HTML`` holding :data:`KERNEL_NOTICE_HTML`, each explorer's first child."""
     import ipywidgets as widgets
 
