@@ -12,8 +12,8 @@ What is measured, each the way a reader meets it:
   included) and that kernel's own peak resident memory (``VmHWM``, read in the kernel at the end);
 * ``widgets`` — every interactive demo, at least 20 control changes spread over each control's range,
   timed from the change to the new output being ready (observers run synchronously);
-* ``build_seconds`` — the strict book build as the README runs it (``scripts/build-book.sh``), into a
-  fresh output folder; ``cli_seconds`` — ``python -m batchlab plan``, process start to exit;
+* ``build_seconds`` — the strict HTML build as the README runs it (``scripts/build-book.sh``), into a
+  fresh output folder, without the PDF (``BOOK_PDF=0``; printing it adds 30–40 s here); ``cli_seconds`` — ``python -m batchlab plan``, process start to exit;
 * ``grade_seconds_per_notebook`` — ``grade`` on one submission, the book's first chapter as a student
   hands it in: copy, sandbox, kernel, every cell, the grader's judgement (reported, no budget: it is the
   chapter's own time plus the sandbox's start).
@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -125,7 +126,7 @@ def bench_build() -> float:
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         subprocess.run(["bash", str(ROOT / "scripts" / "build-book.sh"), "--path-output", out], cwd=ROOT,
-                       check=True, capture_output=True)
+                       check=True, capture_output=True, env={**os.environ, "BOOK_PDF": "0"})
         return time.perf_counter() - start
 
 

@@ -8,6 +8,11 @@ cd "$(dirname "$0")/.."
 if [ "${BOOK_PDF:-1}" != 0 ]; then bash scripts/setup-env.sh pdf; else bash scripts/setup-env.sh book; fi
 .venv/bin/jupyter-book build . -W "$@"
 if [ "${BOOK_PDF:-1}" != 0 ]; then
-  .venv/bin/python -m booktools.pdf --html _build/html   # setup-env.sh made sure Chromium is there
+  out=.   # where jupyter-book wrote _build/: the folder given with --path-output, if any
+  args=("$@")
+  for ((i = 0; i < ${#args[@]} - 1; i++)); do
+    [ "${args[i]}" = --path-output ] && out=${args[i + 1]}
+  done
+  .venv/bin/python -m booktools.pdf --html "$out/_build/html"   # setup-env.sh made sure Chromium is there
 fi
 echo "book: open _build/html/index.html"
