@@ -108,265 +108,135 @@ def layer_activation_bytes(job: Job, recompute: str | None = None) -> int:
     return linear_part + e * scores + ((k + e) * scores if k else 0)
 
 
-
-
-
-def stage_activation_bytes(job: Job, stage: Stage) -> int:
-    """Activation bytes one micro-batch leaves on ``stage``: its layers, plus the token ids (and the
-    embedding's dropout mask) on the first stage, plus the final LayerNorm, head inputs and fp32
-    log-softmax on the last."""
-    s, b, h = job.seq_len, job.micro_batch_size, job.model.d_model
-    total = stage.num_layers * layer_activation_bytes(job)
-    if stage.has_embedding:
-        total += TOKEN_ID_BYTES * s * b
-        if job.has_dropout:
-            total += job.dropout_mask_bytes * s * b * h
-    if stage.has_head:
-        total += 2 * job.element_bytes * s * b * h + logit_bytes(job)
-    return total
-
-
-@dataclass(frozen=True)
-class StageMemory:
-    """One stage's peak, broken into what the memory explorer stacks."""
-
-    stage: int
-    states: ModelStates
-    in_flight: int
-    activation_bytes_per_microbatch: int
-    working_bytes: int
-    """With recomputation: one layer's full activations for one micro-batch, rebuilt in the backward."""
-
-    @property
-    def activation_bytes(self) -> int:
-        """Peak in-flight activations: in_flight × one micro-batch's activations."""
-        return self.in_flight * self.activation_bytes_per_microbatch
-
-    @property
-    def peak_bytes(self) -> int:
-        return self.states.total + self.activation_bytes + self.working_bytes
-
-
-@dataclass(frozen=True)
-class MemoryReport:
-    """Peak memory of every stage of one pipeline replica of ``job``, against its device's capacity."""
-
-    stages: tuple[StageMemory, ...]
-    job: Job
-
-    @property
-    def device_memory_bytes(self) -> int:
-        return self.job.device_memory_bytes
-
-    @property
-    def peak_bytes_per_stage(self) -> list[int]:
-        return [st.peak_bytes for st in self.stages]
-
-    @property
-    def peak_memory_fraction(self) -> float:
-        """The worst stage's peak / device memory."""
-        return max(self.peak_bytes_per_stage) / self.device_memory_bytes
-
-    @property
-    def fits(self) -> bool:
-        return self.peak_memory_fraction <= 1.0
-
-    def to_dict(self) -> dict:
-        """The JSON keys of ``python -m batchlab plan``."""
-        return {
-            "model_state_bytes_per_stage": [st.states.total for st in self.stages],
-            "activation_bytes_per_stage": [st.activation_bytes for st in self.stages],
-            "peak_bytes_per_stage": self.peak_bytes_per_stage,
-            "peak_memory_fraction": self.peak_memory_fraction,
-            "device_memory_bytes": self.device_memory_bytes,
-            "in_flight_microbatches": [st.in_flight for st in self.stages],
-        }
-
-
-def stage_memory(job: Job) -> MemoryReport:
-    """Peak bytes on each pipeline stage of ``job`` for one training step (module docstring): the job's
-    layer split and the schedule's in-flight micro-batches."""
-    working = 0 if job.recompute == "none" else layer_activation_bytes(job, recompute="none")
-    rows = tuple(StageMemory(stage=stage.index, states=model_states(stage.params, job), in_flight=held,
-                             activation_bytes_per_microbatch=stage_activation_bytes(job, stage),
-                             working_bytes=working)
-                 for stage, held in zip(job.stages, job.in_flight_microbatches))
-    return MemoryReport(rows, job)
-
-
-def grow_micro_batch(measure, target_fraction: float = 0.9, start: int = 1, limit: int = 4096) -> dict:
-    """The lecture's procedure (原文 4.3): start small, grow the micro-batch until memory reaches the
-    target share, and keep the largest size that stays at or under it.
-
-    ``measure(micro_batch_size)`` returns the peak memory fraction of one training step at that size,
-    or None when the step ran out of memory. Sizes double from ``start`` until one fails or passes the
-    target (or reaches ``limit``); then a bisection between the last good and the first bad size finds
-    the largest good one, assuming memory grows with the micro-batch. Returns ``best`` (None if even
-    ``start`` fails) and ``tried``: one dict per attempt, in order, with ``micro_batch_size``,
-    ``fraction`` (None for out-of-memory) and ``fits``.
-    """
-    fraction("target_fraction", target_fraction, closed=True)
-    size = whole("start", start)
-    limit = whole("limit", limit)
-    tried: list[dict] = []
-
-    def attempt(b: int) -> bool:
-        value = measure(b)
-        ok = value is not None and value <= target_fraction
-        tried.append({"micro_batch_size": b, "fraction": value, "fits": ok})
-        return ok
-
-    good, bad = None, None
-    while size <= limit:
-        if attempt(size):
-            good, size = size, size * 2
-        else:
-            bad = size
-            break
-    if good is None:
-        return {"best": None, "tried": tried, "target_fraction": target_fraction}
-    high = bad if bad is not None else None
-    if high is not None:
-        low = good
-        while high - low > 1:
-            mid = (low + high) // 2
-            if attempt(mid):
-                low = mid
-            else:
-                high = mid
-        good = low
-    return {"best": good, "tried": tried, "target_fraction": target_fraction}
-
-
-def stage_activation_bytes(job: Job, stage: Stage) -> int:
-    """Activation bytes one micro-batch leaves on ``stage``: its layers, plus the token ids (and the
-    embedding's dropout mask) on the first stage, plus the final LayerNorm, head inputs and fp32
-    log-softmax on the last."""
-    s, b, h = job.seq_len, job.micro_batch_size, job.model.d_model
-    total = stage.num_layers * layer_activation_bytes(job)
-    if stage.has_embedding:
-        total += TOKEN_ID_BYTES * s * b
-        if job.has_dropout:
-            total += job.dropout_mask_bytes * s * b * h
-    if stage.has_head:
-        total += 2 * job.element_bytes * s * b * h + logit_bytes(job)
-    return total
-
-
-@dataclass(frozen=True)
-class StageMemory:
-    """One stage's peak, broken into what the memory explorer stacks."""
-
-    stage: int
-    states: ModelStates
-    in_flight: int
-    activation_bytes_per_microbatch: int
-    working_bytes: int
-    """With recomputation: one layer's full activations for one micro-batch, rebuilt in the backward."""
-
-    @property
-    def activation_bytes(self) -> int:
-        """Peak in-flight activations: in_flight × one micro-batch's activations."""
-        return self.in_flight * self.activation_bytes_per_microbatch
-
-    @property
-    def peak_bytes(self) -> int:
-        return self.states.total + self.activation_bytes + self.working_bytes
-
-
-@dataclass(frozen=True)
-class MemoryReport:
-    """Peak memory of every stage of one pipeline replica of ``job``, against its device's capacity."""
-
-    stages: tuple[StageMemory, ...]
-    job: Job
-
-    @property
-    def device_memory_bytes(self) -> int:
-        return self.job.device_memory_bytes
-
-    @property
-    def peak_bytes_per_stage(self) -> list[int]:
-        return [st.peak_bytes for st in self.stages]
-
-    @property
-    def peak_memory_fraction(self) -> float:
-        """The worst stage's peak / device memory."""
-        return max(self.peak_bytes_per_stage) / self.device_memory_bytes
-
-    @property
-    def fits(self) -> bool:
-        return self.peak_memory_fraction <= 1.0
-
-    def to_dict(self) -> dict:
-        """The JSON keys of ``python -m batchlab plan``."""
-        return {
-            "model_state_bytes_per_stage": [st.states.total for st in self.stages],
-            "activation_bytes_per_stage": [st.activation_bytes for st in self.stages],
-            "peak_bytes_per_stage": self.peak_bytes_per_stage,
-            "peak_memory_fraction": self.peak_memory_fraction,
-            "device_memory_bytes": self.device_memory_bytes,
-            "in_flight_microbatches": [st.in_flight for st in self.stages],
-        }
-
-
-def stage_memory(job: Job) -> MemoryReport:
-    """Peak bytes on each pipeline stage of ``job`` for one training step (module docstring): the job's
-    layer split and the schedule's in-flight micro-batches."""
-    working = 0 if job.recompute == "none" else layer_activation_bytes(job, recompute="none")
-    rows = tuple(StageMemory(stage=stage.index, states=model_states(stage.params, job), in_flight=held,
-                             activation_bytes_per_microbatch=stage_activation_bytes(job, stage),
-                             working_bytes=working)
-                 for stage, held in zip(job.stages, job.in_flight_microbatches))
-    return MemoryReport(rows, job)
-
-
-def grow_micro_batch(measure, target_fraction: float = 0.9, start: int = 1, limit: int = 4096) -> dict:
-    """The lecture's procedure (原文 4.3): start small, grow the micro-batch until memory reaches the
-    target share, and keep the largest size that stays at or under it.
-
-    ``measure(micro_batch_size)`` returns the peak memory fraction of one training step at that size,
-    or None when the step ran out of memory. Sizes double from ``start`` until one fails or passes the
-    target (or reaches ``limit``); then a bisection between the last good and the first bad size finds
-    the largest good one, assuming memory grows with the micro-batch. Returns ``best`` (None if even
-    ``start`` fails) and ``tried``: one dict per attempt, in order, with ``micro_batch_size``,
-    ``fraction`` (None for out-of-memory) and ``fits``.
-    """
-    fraction("target_fraction", target_fraction, closed=True)
-    size = whole("start", start)
-    limit = whole("limit", limit)
-    tried: list[dict] = []
-
-    def attempt(b: int) -> bool:
-        value = measure(b)
-        ok = value is not None and value <= target_fraction
-        tried.append({"micro_batch_size": b, "fraction": value, "fits": ok})
-        return ok
-
-    good, bad = None, None
-    while size <= limit:
-        if attempt(size):
-            good, size = size, size * 2
-        else:
-            bad = size
-            break
-    if good is None:
-        return {"best": None, "tried": tried, "target_fraction": target_fraction}
-    high = bad if bad is not None else None
-    if high is not None:
-        low = good
-        while high - low > 1:
-            mid = (low + high) // 2
-            if attempt(mid):
-                low = mid
-            else:
-                high = mid
-        good = low
-    return {"best": good, "tried": tried, "target_fraction": target_fraction}
-
-
 def logit_bytes(job: Job) -> int:
     """Bytes of the last stage's fp32 log-softmax for one micro-batch, 4·s·b·V: the largest single term
     of a GPT-2-sized vocabulary (in :func:`stage_activation_bytes`). The loss's backward makes a gradient
     of the same shape while it is still held, a transient the peak of :func:`stage_memory` leaves out."""
     return LOGIT_BYTES * job.seq_len * job.micro_batch_size * job.model.vocab_size
+
+
+def stage_activation_bytes(job: Job, stage: Stage) -> int:
+    """Activation bytes one micro-batch leaves on ``stage``: its layers, plus the token ids (and the
+    embedding's dropout mask) on the first stage, plus the final LayerNorm, head inputs and fp32
+    log-softmax on the last."""
+    s, b, h = job.seq_len, job.micro_batch_size, job.model.d_model
+    total = stage.num_layers * layer_activation_bytes(job)
+    if stage.has_embedding:
+        total += TOKEN_ID_BYTES * s * b
+        if job.has_dropout:
+            total += job.dropout_mask_bytes * s * b * h
+    if stage.has_head:
+        total += 2 * job.element_bytes * s * b * h + logit_bytes(job)
+    return total
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """One stage's peak, broken into what the memory explorer stacks."""
+
+    stage: int
+    states: ModelStates
+    in_flight: int
+    activation_bytes_per_microbatch: int
+    working_bytes: int
+    """With recomputation: one layer's full activations for one micro-batch, rebuilt in the backward."""
+
+    @property
+    def activation_bytes(self) -> int:
+        """Peak in-flight activations: in_flight × one micro-batch's activations."""
+        return self.in_flight * self.activation_bytes_per_microbatch
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.states.total + self.activation_bytes + self.working_bytes
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Peak memory of every stage of one pipeline replica of ``job``, against its device's capacity."""
+
+    stages: tuple[StageMemory, ...]
+    job: Job
+
+    @property
+    def device_memory_bytes(self) -> int:
+        return self.job.device_memory_bytes
+
+    @property
+    def peak_bytes_per_stage(self) -> list[int]:
+        return [st.peak_bytes for st in self.stages]
+
+    @property
+    def peak_memory_fraction(self) -> float:
+        """The worst stage's peak / device memory."""
+        return max(self.peak_bytes_per_stage) / self.device_memory_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_memory_fraction <= 1.0
+
+    def to_dict(self) -> dict:
+        """The JSON keys of ``python -m batchlab plan``."""
+        return {
+            "model_state_bytes_per_stage": [st.states.total for st in self.stages],
+            "activation_bytes_per_stage": [st.activation_bytes for st in self.stages],
+            "peak_bytes_per_stage": self.peak_bytes_per_stage,
+            "peak_memory_fraction": self.peak_memory_fraction,
+            "device_memory_bytes": self.device_memory_bytes,
+            "in_flight_microbatches": [st.in_flight for st in self.stages],
+        }
+
+
+def stage_memory(job: Job) -> MemoryReport:
+    """Peak bytes on each pipeline stage of ``job`` for one training step (module docstring): the job's
+    layer split and the schedule's in-flight micro-batches."""
+    working = 0 if job.recompute == "none" else layer_activation_bytes(job, recompute="none")
+    rows = tuple(StageMemory(stage=stage.index, states=model_states(stage.params, job), in_flight=held,
+                             activation_bytes_per_microbatch=stage_activation_bytes(job, stage),
+                             working_bytes=working)
+                 for stage, held in zip(job.stages, job.in_flight_microbatches))
+    return MemoryReport(rows, job)
+
+
+def grow_micro_batch(measure, target_fraction: float = 0.9, start: int = 1, limit: int = 4096) -> dict:
+    """The lecture's procedure (原文 4.3): start small, grow the micro-batch until memory reaches the
+    target share, and keep the largest size that stays at or under it.
+
+    ``measure(micro_batch_size)`` returns the peak memory fraction of one training step at that size,
+    or None when the step ran out of memory. Sizes double from ``start`` until one fails or passes the
+    target (or reaches ``limit``); then a bisection between the last good and the first bad size finds
+    the largest good one, assuming memory grows with the micro-batch. Returns ``best`` (None if even
+    ``start`` fails) and ``tried``: one dict per attempt, in order, with ``micro_batch_size``,
+    ``fraction`` (None for out-of-memory) and ``fits``.
+    """
+    fraction("target_fraction", target_fraction, closed=True)
+    size = whole("start", start)
+    limit = whole("limit", limit)
+    tried: list[dict] = []
+
+    def attempt(b: int) -> bool:
+        value = measure(b)
+        ok = value is not None and value <= target_fraction
+        tried.append({"micro_batch_size": b, "fraction": value, "fits": ok})
+        return ok
+
+    good, bad = None, None
+    while size <= limit:
+        if attempt(size):
+            good, size = size, size * 2
+        else:
+            bad = size
+            break
+    if good is None:
+        return {"best": None, "tried": tried, "target_fraction": target_fraction}
+    high = bad if bad is not None else None
+    if high is not None:
+        low = good
+        while high - low > 1:
+            mid = (low + high) // 2
+            if attempt(mid):
+                low = mid
+            else:
+                high = mid
+        good = low
+    return {"best": good, "tried": tried, "target_fraction": target_fraction}
