@@ -223,11 +223,6 @@ class LayoutReport:
                 for m in self.math_overflow]
         return out
 
-    def code_problems(self, columns: int = CODE_COLUMNS) -> list[str]:
-        if self.code_columns is None or self.code_columns >= columns:
-            return []
-        return [f"{self.width} px 宽：代码框一行只放得下 {self.code_columns} 个字符（要 {columns} 个）"]
-
     def cjk_space_problems(self) -> list[str]:
         return [f"{self.width} px 宽：中文之间有空格「{s['context']}」：{s['element']}" for s in self.cjk_spaces]
 
