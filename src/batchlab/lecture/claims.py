@@ -1,0 +1,64 @@
+"""The lecture's (原文's) claims that the chapters test, each with the criterion stated before measuring.
+
+A claim card (:func:`batchlab.ui.claims.claim_card`) shows one of these beside what was measured and the
+verdict a function of :mod:`batchlab.lecture.verdicts` gave; the thresholds in the criteria are the same
+constants those functions use, so the words cannot drift from the rule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from batchlab.lecture.verdicts import OSCILLATION_MIN_RISES, UNCHANGED_TOLERANCE
+
+__all__ = ["Claim", "CLAIMS", "at_grid_edge"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the lecture: its words (``text``) and the criterion that decides it (``criterion``)."""
+
+    text: str
+    criterion: str
+
+
+CLAIMS: dict[str, Claim] = {
+    # 4.2
+    "early-fast": Claim("小批次前期收敛快（按样本计）", "在每个早期样本预算下，最小批次的验证损失都严格低于其他批次"),
+    "late-oscillation": Claim("小批次后期震荡",
+                              f"后半程固定验证集上的损失在相邻两次评估之间回升至少 {OSCILLATION_MIN_RISES} 次"),
+    "balanced": Claim("中等批次“均衡”（B 与噪声尺度同一量级）",
+                      "B 落在 [初始化时 B_simple 的一半, 训练后 B_simple 的 2 倍] 之内"),
+    "needs-schedule": Claim("中等批次需配合学习率调度", "各自调好学习率后，预热 + 余弦的验证损失低于恒定学习率"),
+    "needs-linear": Claim("大批次需线性缩放学习率",
+                          "不加预热、加预热两组同类比较中，线性缩放的平均验证损失都低于平方根缩放"),
+    "needs-lamb": Claim("超大批次需特殊优化器（如 LAMB）", "各自调好学习率后，LAMB 的验证损失低于 Adam"),
+    # 4.3
+    "meter-linear": Claim("激活值与 B 成直线，且与公式一致",
+                          "计量器读数离最小二乘直线的最大偏差 ≤ 1%，斜率与公式之比在 0.97–1.03"),
+    "device-linear": Claim("卡上的激活显存与 B 近似线性", "需要 NPU/GPU 上分配器的字节数"),
+    "states-constant": Claim("参数、梯度与优化器状态与 B 无关", "各 B 下逐字节相等"),
+    "small-micro-bubble": Claim("微批次过小 → 流水线填充不足 → 气泡", "最小微批次的气泡占比大于最大微批次的"),
+    # 4.4
+    "matmul-grows": Claim("M 越大，矩阵乘法越快", "最大 M 的 FLOP/s 至少是最小 M 的 3 倍"),
+    "case-faster": Claim("微批次 2 → 4 提速", "模型给出的吞吐量在至少一端（910B 低端或高端）变大"),
+    # 4.6
+    "memory-only": Claim("批大小只影响显存",
+                         f"除显存外，每个量的变化都在 ±{UNCHANGED_TOLERANCE:.0%} 以内"),
+    "remedy-helps": Claim("衰减学习率或增大批大小能消除小批次的噪声地板",
+                          "每个种子上，补救做法的最终验证损失都低于恒定学习率的 B=8"),
+    "small-slow": Claim("小批次一定收敛慢", "各自调好学习率后，前期 B=8 并非在每个种子、每个早期样本预算都比 B=64 低"),
+    "lr-coupled": Claim("批大小与学习率耦合",
+                        "最优学习率随批大小单调不减，且最大批次的严格高于最小批次的"),
+    "untuned-degrades": Claim("大批次不调学习率会明显退化",
+                              "线性放大 8 倍的平均最终损失低于沿用 B=8 学习率的"),
+    "warmup-helps": Claim("预热有帮助", "每个种子上，线性放大 + 预热的最终损失都低于不预热的"),
+}
+"""Every claim a chapter's card shows, by key."""
+
+
+def at_grid_edge(rate: float, grid: Sequence[float]) -> bool:
+    """A best value found at either end of the grid it was searched on: the optimum may lie outside it."""
+    if not grid:
+        raise ValueError("grid 为空：没有扫描过任何值")
+    return rate in (min(grid), max(grid))

@@ -1,0 +1,78 @@
+"""Claim cards (batchlab.ui.claims) show the verdict a criterion gave, in the book's words, for people."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from batchlab.lecture.claims import CLAIMS, Claim, at_grid_edge
+from batchlab.lecture.verdicts import SAME_DISTRIBUTION, UNTESTABLE, VERDICT, VERDICT_LABELS, oscillates, update_verdict
+from batchlab.ui.claims import claim_card, claim_cards
+from batchlab.ui.numbers import percent
+
+REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\{['\"\d]|\['|object at 0x|Claim\(|\(\('")
+
+
+def test_a_contrary_measurement_flips_the_rendered_verdict():
+    steady, jumpy = [3.0, 2.5, 2.2, 2.1, 2.0, 1.9], [3.0, 2.5, 2.2, 2.3, 2.1, 2.4, 2.2, 2.5]
+    cards = {losses is jumpy: claim_card(CLAIMS["late-oscillation"], {"回升次数": 0}, oscillates(losses))
+             for losses in (steady, jumpy)}
+    assert "成立" in cards[True].html() and "不成立" not in cards[True].html()
+    assert "不成立" in cards[False].html()
+    assert cards[True].text.startswith("【成立】") and cards[False].text.startswith("【不成立】")
+    assert "batchlab-claim--holds" in cards[True].html() and "batchlab-claim--fails" in cards[False].html()
+
+
+@pytest.mark.parametrize("gap, reseeded, word", [(1e-8, 1e-3, VERDICT[True]), (1e-3, 1e-3, SAME_DISTRIBUTION),
+                                                 (1e-1, 1e-3, VERDICT[False])])
+def test_every_verdict_word_of_a_criterion_renders(gap, reseeded, word):
+    card = claim_card("同一次更新", criterion="相对差异 ≤ 10⁻⁵", measurement=f"差异 {gap}",
+                      verdict=update_verdict(gap, reseeded))
+    assert card.verdict == word and card.verdict in VERDICT_LABELS
+    assert f">{word}</span>" in card.html()
+    assert VERDICT_LABELS[word] in card.html()   # the meaning, as the badge's tooltip
+
+
+def test_only_the_glossarys_verdict_words_are_accepted():
+    with pytest.raises(ValueError):
+        claim_card("x", criterion="y", measurement="z", verdict="大致成立")
+    assert claim_card("x", criterion="y", measurement="z", verdict=UNTESTABLE).verdict == UNTESTABLE
+
+
+def test_no_python_repr_reaches_the_reader():
+    card = claim_card(CLAIMS["memory-only"], [("显存", percent(0.42)), ("样本数", 4096), ("损失", 2.34567),
+                                              ("在边上", False)], False, note="只作参考")
+    for shown in (card.html(), card.text, str(claim_cards(card, card)), claim_cards(card)._repr_html_()):
+        assert not REPR.search(shown), shown
+    assert "4,096" in card.text and "2.35" in card.text and "42.0%" in card.text and "否" in card.text
+    for raw in (None, {"a": 1}, [1, 2], object()):
+        with pytest.raises(TypeError):
+            claim_card("x", criterion="y", measurement=[("值", raw)], verdict=True)
+
+
+def test_html_is_escaped_and_the_criterion_is_required():
+    card = claim_card("a < b", criterion="<script>", measurement="x & y", verdict=True)
+    assert "<script>" not in card.html() and "&lt;script&gt;" in card.html() and "x &amp; y" in card.html()
+    with pytest.raises(ValueError):
+        claim_card("没有判据的说法", "测量", True)
+    with pytest.raises(ValueError):
+        claim_card(CLAIMS["early-fast"], {}, True)
+
+
+def test_every_registered_claim_has_words_and_a_criterion():
+    assert all(isinstance(c, Claim) and c.text and c.criterion for c in CLAIMS.values())
+    assert len({c.text for c in CLAIMS.values()}) == len(CLAIMS)
+
+
+def test_grid_edge():
+    assert at_grid_edge(1.0, [1.0, 2.0, 4.0]) and at_grid_edge(4.0, [4.0, 1.0, 2.0])
+    assert not at_grid_edge(2.0, [1.0, 2.0, 4.0])
+    with pytest.raises(ValueError):
+        at_grid_edge(1.0, [])
+
+
+def test_the_stylesheet_styles_the_cards():
+    from pathlib import Path
+    css = (Path(__file__).resolve().parents[1] / "book" / "_static" / "page.css").read_text(encoding="utf-8")
+    for cls in ("batchlab-claim", "batchlab-claim__verdict", "batchlab-claim--fails", "batchlab-claim__body"):
+        assert f".{cls}" in css
