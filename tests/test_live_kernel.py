@@ -32,7 +32,7 @@ import psutil
 import pytest
 
 from batchlab.measure.pipeline_distributed import free_port
-from batchlab.ui.style import render_error_html
+from batchlab.ui.explorers.spec import render_error_html
 
 from booktools import ROOT, browser as chromium  # booktools.browser: the project's one Chromium launch
 

@@ -12,6 +12,7 @@ from matplotlib.colors import same_color  # noqa: E402
 
 from batchlab.formulas.job import DEVICE_MEMORY_GIB, GIB, RECOMPUTE_MODES, Job  # noqa: E402
 from batchlab.formulas.memory import stage_memory  # noqa: E402
+from batchlab.ui.colours import OVERFLOW_COLOUR  # noqa: E402
 from batchlab.formulas.pipeline_schedules import SCHEDULES  # noqa: E402
 from batchlab.formulas.precision import PRECISIONS, default_precision  # noqa: E402
 from batchlab.formulas.presets import get_config  # noqa: E402
@@ -40,7 +41,7 @@ def case_report(**changes):
 
 
 def red_texts(ax):
-    return [t.get_text() for t in ax.texts if same_color(t.get_color(), memory_ui.OVERFLOW_COLOUR)]
+    return [t.get_text() for t in ax.texts if same_color(t.get_color(), OVERFLOW_COLOUR)]
 
 
 def test_default_is_the_case_study():
@@ -150,7 +151,7 @@ def test_overflow_is_marked_in_red():
     over = [i for i, st in enumerate(tight.stages) if st.peak_bytes > tight.device_memory_bytes]
     assert over == [0, 1]
     assert red_texts(ax) == [f"{tight.stages[i].peak_bytes / tight.device_memory_bytes:.1%}" for i in over]
-    hatched = [p for p in ax.patches if p.get_hatch() and same_color(p.get_edgecolor(), memory_ui.OVERFLOW_COLOUR)]
+    hatched = [p for p in ax.patches if p.get_hatch() and same_color(p.get_edgecolor(), OVERFLOW_COLOUR)]
     assert len(hatched) == 2
     assert hatched[0].get_y() == pytest.approx(16.0) and hatched[0].get_height() == pytest.approx(
         (tight.stages[0].peak_bytes - tight.device_memory_bytes) / GIB)

@@ -12,7 +12,7 @@ The vocabularies of the choices (with the labels readers see) live here too, onc
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 from batchlab.formulas.batching import BatchPlan, plan_batch
 from batchlab.formulas.checks import at_most, between, fraction, one_of, whole
@@ -21,7 +21,7 @@ from batchlab.formulas.pipeline_schedules import check_runnable, in_flight_micro
 from batchlab.formulas.precision import ELEMENT_BYTES, PRECISION_DTYPE, PRECISIONS, default_precision, gradient_bytes
 from batchlab.formulas.presets import GPTConfig, check_seq_len
 
-__all__ = ["Job", "LIMITS", "OPTIMIZER_STATES", "RECOMPUTE_MODES", "ATTENTION_KINDS", "DEVICE_MEMORY_GIB", "GIB"]
+__all__ = ["Job", "LIMITS", "OPTIMIZER_STATES", "OPTIMIZER_NAMES", "RECOMPUTE_MODES", "ATTENTION_KINDS", "DEVICE_MEMORY_GIB", "GIB"]
 
 GIB = 2**30
 DEVICE_MEMORY_GIB = 64.0
@@ -40,6 +40,9 @@ and the explorers' controls take their bounds from here."""
 
 OPTIMIZER_STATES: dict[str, int] = {"sgd": 0, "sgd-momentum": 4, "adam": 8, "adamw": 8}
 """Optimizer-state bytes per parameter, fp32 (momentum: one buffer; Adam: two moments)."""
+OPTIMIZER_NAMES: dict[str, str] = {"sgd": "SGD", "sgd-momentum": "带动量的 SGD", "adam": "Adam", "adamw": "AdamW",
+                                  "lamb": "LAMB"}
+"""The name readers see for each optimizer code (tables and figures never show the code)."""
 RECOMPUTE_MODES: dict[str, str] = {
     "none": "不重计算",
     "selective": "选择性重计算（只重算注意力的 s² 部分）",
@@ -166,3 +169,15 @@ class Job:
     @property
     def device_memory_bytes(self) -> int:
         return int(self.device_memory_gib * GIB)
+
+    def as_record(self) -> dict:
+        """The job as JSON-ready data (the model as its fields), to hand to the reader's browser; the
+        same job again is :meth:`from_record`."""
+        record = {f.name: getattr(self, f.name) for f in fields(self)}
+        record["model"] = asdict(self.model)
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict) -> "Job":
+        """The job :meth:`as_record` wrote (validated again: a record is data from outside)."""
+        return cls(**{**record, "model": GPTConfig(**record["model"])})

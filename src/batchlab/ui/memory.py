@@ -7,52 +7,24 @@ recomputed in full each time.
 """
 from __future__ import annotations
 
-import html
-from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import ipywidgets as widgets
 
-from batchlab.formulas.job import GIB, LIMITS, RECOMPUTE_MODES, Job
-from batchlab.formulas.memory import MemoryReport, stage_memory
-from batchlab.formulas.pipeline_schedules import SCHEDULES
-from batchlab.formulas.precision import PRECISIONS, default_precision
-from batchlab.formulas.presets import PRESETS, get_config
+from batchlab.formulas.job import Job
+from batchlab.formulas.memory import MemoryReport
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.style import (FIGURE_WIDTH, PALETTE, canvas_png, clear_artists, kernel_notice, new_axes,
-                                render_error_html, show_png)
+from batchlab.ui.colours import MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE
+from batchlab.ui.controls import kernel_notice, make_widget, set_options
+from batchlab.ui.explorers.memory import MEMORY_PARTS, MemoryExplorerSpec, memory_unit, share_text
+from batchlab.ui.style import FIGURE_WIDTH, canvas_png, clear_artists, new_axes, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["OVERFLOW_COLOUR", "MEASURED_COLOUR", "plot_stage_memory", "plot_schedule_memory",
-           "plot_memory_by_batch", "plot_activation_check", "plot_memory_audit", "render_memory_summary_html",
-           "seq_len_options", "MemoryExplorer"]
-
-OVERFLOW_COLOUR = PALETTE[3]
-"""Red: a stage's percentage and the part of its bar above the device's capacity."""
-MEASURED_COLOUR = "black"
-
-# What each stage's bar stacks, bottom to top: (label, colour, bytes of a StageMemory, shown when all
-# zero?). The working set exists only with recomputation.
-_PARTS = (
-    ("参数", PALETTE[0], lambda st: st.states.parameters, True),
-    ("梯度", PALETTE[1], lambda st: st.states.gradients, True),
-    ("优化器状态", PALETTE[2], lambda st: st.states.optimizer, True),
-    ("激活值", PALETTE[4], lambda st: st.activation_bytes, True),
-    ("重计算工作区", PALETTE[8], lambda st: st.working_bytes, False),
-)
-
-
-def _unit(largest_bytes: float) -> tuple[str, float]:
-    """GiB, or MiB when everything shown is under 1 GiB (the book's tiny models)."""
-    return ("GiB", GIB) if largest_bytes >= GIB else ("MiB", GIB / 1024)
-
-
-def _percent(value: float) -> str:
-    return f"{value:.1%}" if value >= 0.001 else "<0.1%"
-
+__all__ = ["plot_stage_memory", "plot_schedule_memory", "plot_memory_by_batch", "plot_activation_check",
+           "plot_memory_audit", "MemoryExplorer"]
 
 def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
                       measured: Sequence[float | None] | None = None, title: str | None = None,
@@ -79,14 +51,14 @@ def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
     peaks = report.peak_bytes_per_stage
     measured = list(measured) if measured is not None else [None] * len(stages)
     shown = [v for v in measured if v is not None]
-    unit, scale = _unit(max([capacity, *peaks, *shown]))
+    unit, scale = memory_unit(max([capacity, *peaks, *shown]))
     x = list(range(len(stages)))
     many = len(stages) > 12
     width = 0.7
 
     handles = []  # legend, top to bottom: capacity, overflow, measured, then the stack as it is drawn
     bottoms = [0.0] * len(stages)
-    for label, colour, part, always in _PARTS:
+    for label, colour, part, always in MEMORY_PARTS:
         values = [part(st) / scale for st in stages]
         if not always and not any(values):
             continue
@@ -109,7 +81,7 @@ def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
         marker_on_top = measured[i] is not None and measured[i] / scale > bottoms[i]
         top = measured[i] / scale if marker_on_top else bottoms[i]
         red = i in over
-        ax.annotate(_percent(st.peak_bytes / capacity), (x[i], top), xytext=(0, 7 if marker_on_top else 2),
+        ax.annotate(share_text(st.peak_bytes / capacity), (x[i], top), xytext=(0, 7 if marker_on_top else 2),
                     textcoords="offset points", ha="center", va="bottom", fontsize=8.5 if many else 9,
                     rotation=90 if many else 0,
                     color=OVERFLOW_COLOUR if red else "0.2", fontweight="bold" if red else "normal")
@@ -122,7 +94,7 @@ def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
     ax.set_ylabel(f"峰值显存 ({unit})")
     ax.grid(axis="x", visible=False)
     ax.set_title(title or "各流水线阶段的峰值显存（最满的阶段占设备显存 "
-                 f"{_percent(report.peak_memory_fraction)}）", y=1.0)
+                 f"{share_text(report.peak_memory_fraction)}）", y=1.0)
     if legend:
         # below the axes, left to right in rows: capacity, overflow, measured, then the stack top down
         from matplotlib.transforms import offset_copy
@@ -226,44 +198,6 @@ def plot_memory_audit(before: Mapping, after: Mapping, reported: tuple[float, fl
     return fig
 
 
-def _few(counts: list[int]) -> str:
-    """``4、3、2、1``; long lists shortened to their ends."""
-    if len(set(counts)) == 1 and len(counts) > 1:
-        return f"都是 {counts[0]}"
-    shown = [str(c) for c in counts]
-    return "、".join(shown if len(shown) <= 8 else [*shown[:3], "…", *shown[-2:]])
-
-
-def render_memory_summary_html(report: MemoryReport) -> str:
-    """The explorer's one-line summary; every number is read from ``report`` and its job."""
-    plan, schedule = report.job.plan, report.job.schedule
-    peaks = report.peak_bytes_per_stage
-    worst = peaks.index(max(peaks))
-    capacity = report.device_memory_bytes
-    unit, scale = _unit(max(capacity, *peaks))
-    verdict = ('<b style="color:#2a7d2a">放得下</b>' if report.fits else
-               f'<b style="color:{OVERFLOW_COLOUR}">放不下</b>'
-               f"（超出 {(peaks[worst] - capacity) / scale:.2f} {unit}）")
-    warn = "" if plan.enough_microbatches else (
-        f'<br><span style="color:#b06000">微批次数 {plan.num_microbatches} 少于阶段数 {plan.pipeline_stages}：'
-        "流水线填不满</span>")
-    return (
-        f"<div>最满的是阶段 {worst}：峰值 <b>{peaks[worst] / scale:.2f} {unit}</b>，占设备显存"
-        f"（{capacity / scale:.4g} {unit}）的 <b>{_percent(report.peak_memory_fraction)}</b>，{verdict}；"
-        f"每个副本 m = <b>{plan.num_microbatches}</b> 个微批次，{html.escape(SCHEDULES.get(schedule, schedule))} "
-        f"下各阶段同时保存的微批次数：{_few([st.in_flight for st in report.stages])}{warn}</div>"
-    )
-
-
-def seq_len_options(n_positions: int, extra: int | None = None) -> list[int]:
-    """The sequence lengths the explorer offers: powers of two up to ``n_positions``, ``n_positions``
-    itself and ``extra`` (a starting value that is not a power of two)."""
-    options = {1 << k for k in range(n_positions.bit_length()) if 1 << k <= n_positions} | {n_positions}
-    if extra is not None:
-        options.add(extra)
-    return sorted(options)
-
-
 class MemoryExplorer(widgets.VBox):
     """Memory explorer for 4.3: choose the model, micro-batch size, sequence length, schedule,
     recomputation, precision, stages, global batch, data parallelism and the device's memory, and see
@@ -285,45 +219,17 @@ class MemoryExplorer(widgets.VBox):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        if not isinstance(job, Job):
-            raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
-        self.job = job
-        config, model = job.model, job.model.name
-        micro_batch_size, seq_len, global_batch = job.micro_batch_size, job.seq_len, job.global_batch
-        pipeline_stages, data_parallel, schedule = job.pipeline_stages, job.data_parallel, job.schedule
-        recompute, precision, device_memory_gib = job.recompute, job.precision, job.device_memory_gib
-        self.measured = dict(measured or {})
+        self.explorer = MemoryExplorerSpec(job, measured)
+        self.job, self.measured = job, self.explorer.measured
+        values = self.explorer.initial_values()
         style = {"description_width": "150px"}
         # the precision and recompute labels are long: their dropdowns get the full row (a value cut off
         # in the frozen HTML cannot be read)
         wide, narrow = widgets.Layout(width="460px"), widgets.Layout(width="300px")
         full = widgets.Layout(width="560px")
-        self.controls = {
-            "model": widgets.Dropdown(options=list(PRESETS), value=model, description="模型", style=style,
-                                      layout=narrow),
-            "micro_batch_size": widgets.IntSlider(value=micro_batch_size, min=1, max=64, description="微批次大小",
-                                                  continuous_update=False, style=style, layout=wide),
-            "seq_len": widgets.SelectionSlider(options=seq_len_options(config.n_positions, seq_len), value=seq_len,
-                                               description="序列长度", continuous_update=False, style=style,
-                                               layout=wide),
-            "schedule": widgets.ToggleButtons(options=[(label, key) for key, label in SCHEDULES.items()],
-                                              value=schedule, description="流水线调度", style=style),
-            "recompute": widgets.Dropdown(options=[(label, key) for key, label in RECOMPUTE_MODES.items()],
-                                          value=recompute, description="重计算", style=style, layout=full),
-            "precision": widgets.Dropdown(options=[(label, key) for key, label in PRECISIONS.items()],
-                                          value=precision, description="精度", style=style, layout=full),
-            "dropout": widgets.BoundedFloatText(value=job.dropout, min=0.0, max=0.9, step=0.05,
-                                                description="dropout 概率", style=style, layout=narrow),
-            "pipeline_stages": widgets.BoundedIntText(value=pipeline_stages, min=1, max=48,
-                                                      description="流水线阶段数 (PP)", style=style, layout=narrow),
-            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=LIMITS["global_batch"][1],
-                                                   description="全局批大小", style=style, layout=narrow),
-            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=LIMITS["data_parallel"][1],
-                                                    description="数据并行度 (DP)", style=style, layout=narrow),
-            "device_memory_gib": widgets.BoundedFloatText(
-                value=device_memory_gib, min=LIMITS["device_memory_gib"][0], max=LIMITS["device_memory_gib"][1],
-                description="设备显存 (GiB)", style=style, layout=narrow),
-        }
+        layouts = {"micro_batch_size": wide, "seq_len": wide, "recompute": full, "precision": full, "schedule": None}
+        self.controls = {c.name: make_widget(c, values[c.name], style, layouts.get(c.name, narrow))
+                         for c in self.explorer.controls(values)}
         self.summary = widgets.HTML()
         self.output = widgets.Output()
         self.figure = Figure(figsize=(FIGURE_WIDTH, 4.4))
@@ -341,7 +247,7 @@ class MemoryExplorer(widgets.VBox):
                 control.observe(self._update, names="value")
         c = self.controls
         super().__init__([
-            kernel_notice(),
+            kernel_notice(self.explorer),
             # two boxes a row: three (780 px) overflow a 760 px column, and the frozen page clips them
             widgets.HBox([c["model"], c["pipeline_stages"]]),
             c["micro_batch_size"], c["seq_len"], c["schedule"], c["recompute"], c["precision"],
@@ -351,42 +257,31 @@ class MemoryExplorer(widgets.VBox):
         ])
         self._update()
 
+    def _values(self) -> dict:
+        return {name: c.value for name, c in self.controls.items()}
+
     def _on_model(self, _change: object = None) -> None:
-        config = get_config(self.controls["model"].value)
-        seq = self.controls["seq_len"]
-        options = seq_len_options(config.n_positions)
-        keep = max(v for v in options if v <= seq.value)  # the same length, or the longest that fits
+        values = self.explorer.follow(self._values(), "model")
         self._quiet = True  # one recomputation for the whole change, not one per control touched
         try:
-            seq.options = options
-            seq.value = keep
-            self.controls["precision"].value = default_precision(config)
-            self.controls["dropout"].value = config.dropout
+            for control in self.explorer.controls(values):
+                if control.name != "model":
+                    set_options(self.controls[control.name], control, values[control.name])
         finally:
             self._quiet = False
         self._update()
 
-    def _measured_for(self, values: dict, stages: int) -> list | None:
-        points = self.measured.get((values["model"], values["micro_batch_size"], values["seq_len"],
-                                    values["recompute"]))
-        return list(points) if points is not None and len(points) == stages else None
-
     def _update(self, _change: object = None) -> None:
         if self._quiet:
             return
-        v = {name: c.value for name, c in self.controls.items()}
-        try:
-            job = replace(self.job, **{**v, "model": get_config(v["model"])})
-        except ValueError as err:
-            self.report, self.error = None, str(err)
-            self.summary.value = render_error_html(str(err))
+        panel = self.explorer.compute(self._values())
+        self.summary.value = panel.summary_html
+        self.error = panel.error
+        if panel.error is not None:
+            self.report = None
             return  # the last figure stays
-        self.report, self.error = stage_memory(job), None
-        self.summary.value = render_memory_summary_html(self.report)
-        title = (f"{job.model.name}，{SCHEDULES[job.schedule]}，{job.pipeline_stages} 个阶段，"
-                 f"m = {job.num_microbatches}，微批次 {job.micro_batch_size} × 序列 {job.seq_len}")
-        report = self.report
-        self._draw(report, self._measured_for(v, len(report.stages)), title)
+        self.report, measured, title = panel.result
+        self._draw(self.report, measured, title)
 
     def _draw(self, report: MemoryReport, measured: list | None, title: str) -> None:
         clear_artists(self._ax)

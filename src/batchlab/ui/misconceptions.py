@@ -31,7 +31,8 @@ def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float 
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    from batchlab.ui.style import FIGURE_WIDTH, PALETTE
+    from batchlab.ui.colours import PALETTE
+    from batchlab.ui.style import FIGURE_WIDTH
 
     if not ratios:
         raise ValueError("ratios 为空：至少给出一种改变")
@@ -78,7 +79,8 @@ def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floo
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator, NullFormatter
 
-    from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS, PALETTE
+    from batchlab.ui.colours import PALETTE
+    from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS
 
     if len(histories) != len(labels):
         raise ValueError(f"{len(histories)} 次运行却有 {len(labels)} 个标签：每次运行一个标签")
@@ -111,7 +113,8 @@ def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float 
     their value, so they do not flatten the interesting part."""
     import matplotlib.pyplot as plt
 
-    from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS, PALETTE
+    from batchlab.ui.colours import PALETTE
+    from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS
 
     if not final_loss:
         raise ValueError("final_loss 为空：至少给出一个批大小的扫描结果")

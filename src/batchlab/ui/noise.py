@@ -12,7 +12,10 @@ import ipywidgets as widgets
 
 from batchlab.formulas.checks import one_of
 from batchlab.formulas.scaling import LR_RULES, scale_lr
-from batchlab.ui.style import FIGURE_WIDTH, PALETTE, canvas_png, kernel_notice, new_axes, render_error_html, show_png
+from batchlab.ui.colours import PALETTE
+from batchlab.ui.controls import kernel_notice
+from batchlab.ui.explorers.spec import render_error_html
+from batchlab.ui.style import FIGURE_WIDTH, canvas_png, new_axes, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

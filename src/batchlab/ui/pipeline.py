@@ -2,21 +2,18 @@
 the modelled throughput of every micro-batch size, and the explorer that ties them to the memory model."""
 from __future__ import annotations
 
-import html
-from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 import ipywidgets as widgets
 from matplotlib.ticker import NullLocator
 
-from batchlab.formulas.job import LIMITS, Job
-from batchlab.formulas.pipeline_schedules import SCHEDULES, pipeline_timeline
-from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD
-from batchlab.formulas.throughput import model_step
-from batchlab.formulas.tune import tune
+from batchlab.formulas.job import Job
+from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, pipeline_timeline
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.style import (FIGURE_WIDTH, PALETTE, canvas_png, clear_artists, kernel_notice, new_axes,
-                                render_error_html, show_png)
+from batchlab.ui.colours import PALETTE
+from batchlab.ui.controls import kernel_notice, make_widget
+from batchlab.ui.explorers.tradeoff import TradeoffExplorerSpec
+from batchlab.ui.style import FIGURE_WIDTH, canvas_png, clear_artists, new_axes, show_png
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -113,8 +110,7 @@ def plot_tradeoff(candidates: list[dict], current: int, ax: "Axes | None" = None
     :func:`batchlab.formulas.tune.tune`: the current choice circled, the best that fits starred, sizes that do not
     fit in memory crossed in red. Each point is labelled with its bubble fraction, above the point and
     clear of the circle and the star."""
-    from batchlab.ui.style import PALETTE as colours
-
+    colours = PALETTE
     fig, ax = new_axes(ax, figsize=(FIGURE_WIDTH * 0.75, 3.6))
     sizes = [c["micro_batch_size"] for c in candidates]
     rates = [c["tokens_per_second"] for c in candidates]
@@ -169,26 +165,12 @@ class TradeoffExplorer(widgets.VBox):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        if not isinstance(job, Job):
-            raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
+        self.explorer = TradeoffExplorerSpec(curve, job)
         self.curve, self.job, self.config = curve, job, job.model
-        global_batch, micro_batch_size, schedule = job.global_batch, job.micro_batch_size, job.schedule
-        pipeline_stages, data_parallel = job.pipeline_stages, job.data_parallel
-        style = {"description_width": "150px"}
-        narrow = widgets.Layout(width="260px")
-        self.controls = {
-            "global_batch": widgets.BoundedIntText(value=global_batch, min=1, max=LIMITS["global_batch"][1],
-                                                   description="全局批大小",
-                                                   style=style, layout=narrow),
-            "micro_batch_size": widgets.BoundedIntText(value=micro_batch_size, min=1, max=LIMITS["micro_batch_size"][1],
-                                                       description="微批次大小", style=style, layout=narrow),
-            "pipeline_stages": widgets.BoundedIntText(value=pipeline_stages, min=1, max=self.config.n_layer,
-                                                      description="流水线阶段数 (PP)", style=style, layout=narrow),
-            "data_parallel": widgets.BoundedIntText(value=data_parallel, min=1, max=LIMITS["data_parallel"][1],
-                                                    description="数据并行度 (DP)", style=style, layout=narrow),
-            "schedule": widgets.ToggleButtons(options=[(label, key) for key, label in SCHEDULES.items()],
-                                              value=schedule, description="流水线调度", style=style),
-        }
+        values = self.explorer.initial_values()
+        style, narrow = {"description_width": "150px"}, widgets.Layout(width="260px")
+        self.controls = {c.name: make_widget(c, values[c.name], style, None if c.kind == "buttons" else narrow)
+                         for c in self.explorer.controls(values)}
         self.summary = widgets.HTML()
         self.output = widgets.Output()
         self.figure = Figure(figsize=(FIGURE_WIDTH, 3.6))
@@ -201,33 +183,20 @@ class TradeoffExplorer(widgets.VBox):
         for control in self.controls.values():
             control.observe(self._update, names="value")
         c = self.controls
-        super().__init__([kernel_notice(), widgets.HBox([c["global_batch"], c["micro_batch_size"]]),
+        super().__init__([kernel_notice(self.explorer), widgets.HBox([c["global_batch"], c["micro_batch_size"]]),
                           widgets.HBox([c["pipeline_stages"], c["data_parallel"]]), c["schedule"],
                           self.summary, self.output])
         self._update()
 
     def _update(self, _change: object = None) -> None:
         v = {name: c.value for name, c in self.controls.items()}
-        try:
-            job = replace(self.job, **v)
-        except ValueError as err:
-            self.step, self.error = None, str(err)
-            self.summary.value = render_error_html(str(err))
+        panel = self.explorer.compute(v)
+        self.summary.value = panel.summary_html
+        self.error = panel.error
+        if panel.error is not None:
+            self.step = None
             return
-        result = tune(job, self.curve)
-        self.error = None
-        self.step = st = model_step(job, self.curve)
-        current = next(c for c in result["candidates"] if c["micro_batch_size"] == v["micro_batch_size"])
-        best = result["recommended"]
-        memory = "放得下" if current["fits"] else '<b style="color:#b00020">放不下</b>'
-        self.summary.value = (
-            f"<div>m = <b>{st.num_microbatches}</b>，气泡占比 <b>{st.bubble_fraction:.1%}</b>；每个矩阵乘法 M = "
-            f"{st.micro_batch_size} × {job.seq_len} = {st.rows} 行，效率 <b>{st.matmul_efficiency:.0%}</b>"
-            f"（{html.escape(self.curve.name)}）；模型估计每步 {st.step_seconds:.3g} s，"
-            f"<b>{st.tokens_per_second:,.0f}</b> tokens/s；显存{memory}"
-            + (f"；模型下最快且放得下的微批次大小：<b>{best['micro_batch_size']}</b>" if best
-               else f"；没有放得下的微批次大小。{html.escape(result['suggestion'] or '')}")
-            + "</div>")
+        _job, self.step, result = panel.result
         self._draw(result["candidates"], v)
 
     def _draw(self, candidates: list[dict], v: dict) -> None:

@@ -1,20 +1,21 @@
 """Figure style, the Chinese font setup every chapter uses, and what every figure and widget shares."""
 from __future__ import annotations
 
-import html
 import warnings
 from typing import TYPE_CHECKING
 
 import matplotlib as mpl
 from matplotlib import font_manager
 
+from batchlab.ui.colours import PALETTE
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["CJK_FONTS", "PALETTE", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "PHONE_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "setup",
-           "find_cjk_font", "new_axes", "render_error_html", "clear_artists", "canvas_png", "show_png",
-           "drawn_text_sizes", "displayed_scale", "min_text_points", "KERNEL_NOTICE_HTML", "kernel_notice"]
+__all__ = ["CJK_FONTS", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "PHONE_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "setup",
+           "find_cjk_font", "new_axes", "clear_artists", "canvas_png", "show_png",
+           "drawn_text_sizes", "displayed_scale", "min_text_points"]
 
 # Noto Sans CJK SC first (Debian fonts-noto-cjk, Binder's apt.txt); JP is the same .ttc seen by older
 # matplotlib, which read only face 0; the rest are what Windows/macOS readers already have.
@@ -23,8 +24,6 @@ CJK_FONTS: tuple[str, ...] = (
     "WenQuanYi Zen Hei", "Microsoft YaHei", "PingFang SC", "Heiti SC", "SimHei",
 )
 
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-           "#bcbd22", "#17becf")
 LINESTYLES = ("-", "--", "-.", ":")
 """Line styles for curves that may lie on each other: each run differs in colour and in style."""
 MARKERS = ("o", "s", "^", "D", "v", "P")
@@ -91,11 +90,6 @@ def new_axes(ax: "Axes | None", figsize: tuple[float, float] | None = None) -> t
     if ax is not None:
         return ax.figure, ax
     return plt.subplots(figsize=figsize)
-
-
-def render_error_html(message: str) -> str:
-    """A widget's visible message for invalid input (never a traceback)."""
-    return f'<div style="color:#b00020"><b>配置无效：</b>{html.escape(message)}</div>'
 
 
 def clear_artists(ax: "Axes") -> None:
@@ -176,19 +170,3 @@ def min_text_points(fig: "Figure", column_px: float = COLUMN_PX, tight: bool = F
     if not sizes:
         raise ValueError("the figure draws no text")
     return min(sizes) * displayed_scale(fig, column_px, tight)
-
-
-KERNEL_NOTICE_HTML = (
-    '<div style="font-size:90%;color:#555;border-left:3px solid #1f77b4;padding:2px 8px;margin:0 0 6px 0">'
-    "这是一个交互控件：在运行中的 Python 内核里，改动控件就会重新计算和画图；网页版只显示它的默认状态，"
-    "控件不响应。要让它动起来：点页面顶部的火箭图标，选 Binder 或 Colab 在线运行本章；或在本地克隆仓库后"
-    "<code>pip install -e .</code>，用 Jupyter 打开 <code>book/</code> 下本章的笔记本，从头运行。</div>"
-)
-"""The line every explorer shows above its controls: in the static HTML book they are inert."""
-
-
-def kernel_notice() -> "ipywidgets.HTML":  # noqa: F821 (imported here: style loads without ipywidgets)
-    """A new ``ipywidgets.HTML`` holding :data:`KERNEL_NOTICE_HTML`, each explorer's first child."""
-    import ipywidgets as widgets
-
-    return widgets.HTML(KERNEL_NOTICE_HTML)

@@ -1,0 +1,213 @@
+"""The memory explorer (4.3), declared once: its controls, its summary and its chart.
+
+Every number comes from :func:`batchlab.formulas.memory.stage_memory` of a
+:class:`~batchlab.formulas.job.Job` the controls make (its validation is the explorer's).
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import replace
+
+from batchlab.formulas.job import GIB, LIMITS, RECOMPUTE_MODES, Job
+from batchlab.formulas.memory import MemoryReport, stage_memory
+from batchlab.formulas.pipeline_schedules import SCHEDULES
+from batchlab.formulas.precision import PRECISIONS, default_precision
+from batchlab.formulas.presets import PRESETS, get_config
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.ui.colours import FIT_COLOUR, MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, WARNING_COLOUR
+from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html
+
+__all__ = ["MEMORY_PARTS", "memory_unit", "share_text", "render_memory_summary_html", "seq_len_options",
+           "memory_title", "memory_chart", "MemoryExplorerSpec", "MAX_MICRO_BATCH", "MAX_STAGES"]
+
+MAX_MICRO_BATCH = 64
+"""The micro-batch slider's end: far past what fits a 910B for any preset."""
+MAX_STAGES = 48
+"""The stage box's end: GPT-2 XL's 48 layers (a smaller model refuses more stages than it has layers)."""
+
+MEMORY_PARTS = (
+    ("参数", PALETTE[0], lambda st: st.states.parameters, True),
+    ("梯度", PALETTE[1], lambda st: st.states.gradients, True),
+    ("优化器状态", PALETTE[2], lambda st: st.states.optimizer, True),
+    ("激活值", PALETTE[4], lambda st: st.activation_bytes, True),
+    ("重计算工作区", PALETTE[8], lambda st: st.working_bytes, False),
+)
+"""What each stage's bar stacks, bottom to top: (label, colour, bytes of a StageMemory, shown when all
+zero?). The working set exists only with recomputation."""
+
+
+def memory_unit(largest_bytes: float) -> tuple[str, float]:
+    """GiB, or MiB when everything shown is under 1 GiB (the book's tiny models)."""
+    return ("GiB", GIB) if largest_bytes >= GIB else ("MiB", GIB / 1024)
+
+
+def share_text(value: float) -> str:
+    """A share of the device's memory: ``36.6%``, or ``<0.1%`` for a speck."""
+    return f"{value:.1%}" if value >= 0.001 else "<0.1%"
+
+
+def _few(counts: list[int]) -> str:
+    """``4、3、2、1``; long lists shortened to their ends."""
+    if len(set(counts)) == 1 and len(counts) > 1:
+        return f"都是 {counts[0]}"
+    shown = [str(c) for c in counts]
+    return "、".join(shown if len(shown) <= 8 else [*shown[:3], "…", *shown[-2:]])
+
+
+def render_memory_summary_html(report: MemoryReport) -> str:
+    """The explorer's one-line summary; every number is read from ``report`` and its job."""
+    plan, schedule = report.job.plan, report.job.schedule
+    peaks = report.peak_bytes_per_stage
+    worst = peaks.index(max(peaks))
+    capacity = report.device_memory_bytes
+    unit, scale = memory_unit(max(capacity, *peaks))
+    verdict = (f'<b style="color:{FIT_COLOUR}">放得下</b>' if report.fits else
+               f'<b style="color:{OVERFLOW_COLOUR}">放不下</b>'
+               f"（超出 {(peaks[worst] - capacity) / scale:.2f} {unit}）")
+    warn = "" if plan.enough_microbatches else (
+        f'<br><span style="color:{WARNING_COLOUR}">微批次数 {plan.num_microbatches} 少于阶段数 {plan.pipeline_stages}：'
+        "流水线填不满</span>")
+    return (
+        f"<div>最满的是阶段 {worst}：峰值 <b>{peaks[worst] / scale:.2f} {unit}</b>，占设备显存"
+        f"（{capacity / scale:.4g} {unit}）的 <b>{share_text(report.peak_memory_fraction)}</b>，{verdict}；"
+        f"每个副本 m = <b>{plan.num_microbatches}</b> 个微批次，{html.escape(SCHEDULES.get(schedule, schedule))} "
+        f"下各阶段同时保存的微批次数：{_few([st.in_flight for st in report.stages])}{warn}</div>"
+    )
+
+
+def seq_len_options(n_positions: int, extra: int | None = None) -> list[int]:
+    """The sequence lengths the explorer offers: powers of two up to ``n_positions``, ``n_positions``
+    itself and ``extra`` (a starting value that is not a power of two)."""
+    options = {1 << k for k in range(n_positions.bit_length()) if 1 << k <= n_positions} | {n_positions}
+    if extra is not None:
+        options.add(extra)
+    return sorted(options)
+
+
+def memory_title(job: Job) -> str:
+    """The figure's title: the job the bars belong to."""
+    return (f"{job.model.name}，{SCHEDULES[job.schedule]}，{job.pipeline_stages} 个阶段，"
+            f"m = {job.num_microbatches}，微批次 {job.micro_batch_size} × 序列 {job.seq_len}")
+
+
+def memory_chart(report: MemoryReport, measured: list | None, title: str) -> dict:
+    """The browser's chart of :func:`batchlab.ui.memory.plot_stage_memory`'s figure: each stage's peak
+    stacked by part, the device's capacity as a dashed line, each bar's share of it on top."""
+    stages, capacity = report.stages, report.device_memory_bytes
+    shown = [v for v in (measured or []) if v is not None]
+    unit, scale = memory_unit(max([capacity, *report.peak_bytes_per_stage, *shown]))
+    parts = [(label, colour, [part(st) / scale for st in stages])
+             for label, colour, part, always in MEMORY_PARTS if always or any(part(st) for st in stages)]
+    series = []
+    for k, (label, colour, values) in enumerate(parts):
+        top = k == len(parts) - 1
+        data = [round(v, 4) for v in values]
+        if top:  # the share of the device's memory over each bar, red where the stage does not fit
+            data = [{"value": round(v, 4), "label": {
+                "show": True, "position": "top", "formatter": share_text(st.peak_bytes / capacity),
+                "color": OVERFLOW_COLOUR if st.peak_bytes > capacity else "#333"}}
+                for v, st in zip(values, stages)]
+        series.append({"type": "bar", "name": label, "stack": "memory", "color": colour, "data": data,
+                       "barMaxWidth": 64})
+    series[0]["markLine"] = {"symbol": "none", "silent": True, "lineStyle": {"type": "dashed", "color": "#404040"},
+                             "label": {"formatter": f"设备显存 {capacity / scale:.4g} {unit}", "position": "insideEndTop"},
+                             "data": [{"yAxis": round(capacity / scale, 4)}]}
+    if shown:
+        series.append({"type": "scatter", "name": "实测峰值", "symbol": "diamond", "symbolSize": 11,
+                       "color": MEASURED_COLOUR, "z": 5,
+                       "data": [[i, round(v / scale, 4)] for i, v in enumerate(measured) if v is not None]})
+    return {
+        "textStyle": {"fontFamily": CHART_FONT, "fontSize": 13},
+        "aria": {"enabled": True},
+        "title": {"text": title, "textStyle": {"fontSize": 14}},
+        "legend": {"bottom": 0},
+        "tooltip": {"trigger": "axis", "axisPointer": {"type": "shadow"}},
+        "grid": {"left": 60, "right": 16, "top": 48, "bottom": 72},
+        "xAxis": {"type": "category", "data": [f"阶段 {i}" for i in range(len(stages))], "name": "流水线阶段",
+                  "nameLocation": "middle", "nameGap": 26},
+        "yAxis": {"type": "value", "name": f"峰值显存 ({unit})",
+                  "max": round(max([capacity, *report.peak_bytes_per_stage, *shown]) / scale * 1.15, 3)},
+        "series": series,
+    }
+
+
+class MemoryExplorerSpec(Explorer):
+    """Model, micro-batch size, sequence length, schedule, recomputation, precision, dropout, stages,
+    global batch, data parallelism and the device's memory → each stage's peak memory by part.
+
+    Starts from ``job`` (default: the lecture's case study); the job's optimizer, ZeRO-1 and attention are
+    kept, the controls replace the rest. A new model resets the precision to its default, the dropout to
+    the model's and the sequence lengths to its ``n_positions``. ``measured`` maps ``(model,
+    micro_batch_size, seq_len, recompute)`` to measured peak bytes, one per stage (or None); they are drawn
+    when the controls match the key and the stage count matches.
+    """
+
+    name = "memory"
+
+    def __init__(self, job: Job = CASE_STUDY.job, measured: dict | None = None) -> None:
+        if not isinstance(job, Job):
+            raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
+        self.job = job
+        self.measured = {tuple(k): list(v) for k, v in (measured or {}).items()}
+
+    def initial_values(self) -> dict:
+        job = self.job
+        names = ("micro_batch_size", "seq_len", "schedule", "recompute", "precision", "dropout",
+                 "pipeline_stages", "global_batch", "data_parallel", "device_memory_gib")
+        return {"model": job.model.name, **{n: getattr(job, n) for n in names}}
+
+    def controls(self, values: dict) -> list[Control]:
+        n_positions = get_config(values.get("model")).n_positions
+        extra = self.job.seq_len if values.get("model") == self.job.model.name else None
+        return [
+            Control("model", "模型", "choice", options=tuple((name, name) for name in PRESETS)),
+            Control("pipeline_stages", "流水线阶段数 (PP)", "int", 1, MAX_STAGES),
+            Control("micro_batch_size", "微批次大小", "slider", 1, MAX_MICRO_BATCH, wide=True),
+            Control("seq_len", "序列长度", "steps", options=tuple(
+                (str(s), s) for s in seq_len_options(n_positions, extra)), wide=True),
+            Control("schedule", "流水线调度", "buttons", options=tuple((label, key) for key, label in SCHEDULES.items())),
+            Control("recompute", "重计算", "choice", options=tuple((label, key) for key, label in RECOMPUTE_MODES.items()),
+                    wide=True),
+            Control("precision", "精度", "choice", options=tuple((label, key) for key, label in PRECISIONS.items()),
+                    wide=True),
+            Control("global_batch", "全局批大小", "int", 1, LIMITS["global_batch"][1]),
+            Control("data_parallel", "数据并行度 (DP)", "int", 1, LIMITS["data_parallel"][1]),
+            Control("device_memory_gib", "设备显存 (GiB)", "float", *LIMITS["device_memory_gib"], step=1.0),
+            Control("dropout", "dropout 概率", "float", 0.0, 0.9, step=0.05),
+        ]
+
+    def follow(self, values: dict, changed: str) -> dict:
+        if changed != "model":
+            return dict(values)
+        config = get_config(values["model"])
+        options = seq_len_options(config.n_positions)
+        keep = max(v for v in options if v <= values["seq_len"])  # the same length, or the longest that fits
+        return {**values, "seq_len": keep, "precision": default_precision(config), "dropout": config.dropout}
+
+    def measured_for(self, values: dict, stages: int) -> list | None:
+        """The measured peaks for these values, when the chapter measured them at this stage count."""
+        points = self.measured.get((values["model"], values["micro_batch_size"], values["seq_len"],
+                                    values["recompute"]))
+        return list(points) if points is not None and len(points) == stages else None
+
+    def compute(self, values: dict) -> Panel:
+        try:
+            v = self.check_values(values)
+            job = replace(self.job, **{**v, "model": get_config(v["model"])})
+        except ValueError as err:
+            return Panel(render_error_html(str(err)), error=str(err))
+        report = stage_memory(job)
+        measured = self.measured_for(v, len(report.stages))
+        title = memory_title(job)
+        return Panel(render_memory_summary_html(report), memory_chart(report, measured, title),
+                     result=(report, measured, title),
+                     numbers={"peak_memory_fraction": report.peak_memory_fraction, "fits": report.fits})
+
+    def context(self) -> dict:
+        return {"job": self.job.as_record(),
+                "measured": [[*key, values] for key, values in self.measured.items()]}
+
+    @classmethod
+    def from_context(cls, context: dict) -> "MemoryExplorerSpec":
+        measured = {tuple(row[:4]): row[4] for row in context["measured"]}
+        return cls(Job.from_record(context["job"]), measured)

@@ -1,0 +1,126 @@
+"""What an explorer is, declared once for its two renderings: the ipywidgets explorer of a notebook
+(``batchlab.ui.controls`` turns each :class:`Control` into a widget) and the live explorer of the
+published page (``book/_js/live.js`` turns the same declaration into HTML controls, and Pyodide runs
+this package in the reader's browser).
+
+An explorer holds its *context* — the data the chapter handed it (a job, a measured rate curve) — and
+answers, for the *values* of its controls, one :class:`Panel`: the summary both renderings show word for
+word, an ECharts option for the browser's chart (data and a description, no drawing commands) and the
+formula's own result, from which the notebook draws its matplotlib figure. Pure Python: no numpy, no
+matplotlib, no ipywidgets.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from batchlab.formulas.checks import between, one_of, whole
+from batchlab.ui.colours import ERROR_COLOUR
+
+__all__ = ["Control", "Panel", "Explorer", "render_error_html", "CHART_FONT"]
+
+CHART_FONT = '"Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", sans-serif'
+"""The browser charts' font: the page's Chinese font first, so CJK and Latin text are drawn alike."""
+
+
+def render_error_html(message: str) -> str:
+    """An explorer's visible message for invalid input (never a traceback)."""
+    return f'<div style="color:{ERROR_COLOUR}"><b>配置无效：</b>{html.escape(message)}</div>'
+
+
+@dataclass(frozen=True)
+class Control:
+    """One control: its value's name (a keyword of the explorer's formula), the Chinese label a reader
+    sees and what it accepts.
+
+    ``kind``: ``"int"`` (a whole number typed in a box, ``minimum``–``maximum``), ``"float"`` (a decimal
+    in a box, with ``step``), ``"slider"`` (a whole number dragged over ``minimum``–``maximum``),
+    ``"steps"`` (one of ``options``, dragged along a slider), ``"choice"`` (one of ``options`` from a
+    list) or ``"buttons"`` (one of a few ``options``, as buttons).
+    ``options`` pairs each label with its value. ``wide``: the control takes a whole row.
+    """
+
+    name: str
+    label: str
+    kind: str
+    minimum: float | None = None
+    maximum: float | None = None
+    step: float | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+    wide: bool = False
+
+    KINDS: ClassVar[tuple[str, ...]] = ("int", "float", "slider", "steps", "choice", "buttons")
+
+    def __post_init__(self) -> None:
+        if self.kind not in self.KINDS:
+            raise ValueError(f"kind = {self.kind!r}：可选 {', '.join(self.KINDS)}")
+        if (self.kind in ("steps", "choice", "buttons")) != bool(self.options):
+            raise ValueError(f"{self.name}：选择类控件需要 options，数值类控件不要")
+
+    def as_record(self) -> dict:
+        """The declaration as JSON-ready data (for the browser)."""
+        return {"name": self.name, "label": self.label, "kind": self.kind, "minimum": self.minimum,
+                "maximum": self.maximum, "step": self.step, "options": [list(o) for o in self.options],
+                "wide": self.wide}
+
+
+@dataclass
+class Panel:
+    """What an explorer shows for one set of values: ``summary_html`` (or the error message when the
+    values are refused: then ``error`` holds the rule's wording and ``chart`` is None), the browser's
+    ``chart`` (an ECharts option) and ``result``, the formula's answer the notebook draws from."""
+
+    summary_html: str
+    chart: dict | None = None
+    error: str | None = None
+    result: Any = None
+    numbers: dict = field(default_factory=dict)
+
+
+class Explorer:
+    """The declaration of one explorer (subclasses: ``batch``, ``memory``, ``tradeoff``).
+
+    ``values`` are the controls' values by name. ``controls(values)`` lists the controls (their options
+    may depend on other values: a model's sequence lengths); ``follow(values, changed)`` returns the values
+    after the control ``changed`` moved (a new model resets the controls that depend on it; the default
+    keeps them); ``compute(values)`` answers the :class:`Panel`. ``context()`` is the data the explorer was
+    made with, as JSON-ready data, and ``from_context`` makes the same explorer again from it.
+    """
+
+    name: ClassVar[str] = ""
+
+    def initial_values(self) -> dict:
+        raise NotImplementedError
+
+    def controls(self, values: dict) -> list[Control]:
+        raise NotImplementedError
+
+    def follow(self, values: dict, changed: str) -> dict:
+        return dict(values)
+
+    def compute(self, values: dict) -> Panel:
+        raise NotImplementedError
+
+    def context(self) -> dict:
+        raise NotImplementedError
+
+    @classmethod
+    def from_context(cls, context: dict) -> "Explorer":
+        raise NotImplementedError
+
+    def check_values(self, values: dict) -> dict:
+        """``values`` limited to this explorer's controls, each within its declared range or options;
+        else ValueError naming the value and the rule (the browser sends what a reader typed)."""
+        checked = {}
+        for control in self.controls(values):
+            value = values.get(control.name)
+            if control.options:
+                one_of(control.name, value, [v for _, v in control.options])
+            else:
+                if control.kind in ("int", "slider"):
+                    whole(control.name, value, minimum=int(control.minimum))
+                value = between(control.name, value, control.minimum, control.maximum)
+                value = int(value) if control.kind in ("int", "slider") else value
+            checked[control.name] = value
+        return checked

@@ -1,0 +1,126 @@
+"""The bubble-versus-matmul explorer (4.4, 4.5), declared once: its controls, its summary and its chart.
+
+Every number comes from :func:`batchlab.formulas.throughput.model_step` and
+:func:`batchlab.formulas.tune.tune` (which uses the 4.3 memory model) of the job the controls make, at
+the matmul rates of ``curve`` (this device's measured rates, or a preset's roofline).
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import replace
+
+from batchlab.formulas.job import LIMITS, Job
+from batchlab.formulas.pipeline_schedules import SCHEDULES
+from batchlab.formulas.roofline import RateCurve
+from batchlab.formulas.throughput import StepModel, model_step
+from batchlab.formulas.tune import tune
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.ui.colours import ERROR_COLOUR, OVERFLOW_COLOUR, PALETTE
+from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html
+from batchlab.ui.numbers import percent
+
+__all__ = ["render_tradeoff_html", "tradeoff_chart", "TradeoffExplorerSpec"]
+
+
+def render_tradeoff_html(job: Job, step: StepModel, result: dict, curve: RateCurve) -> str:
+    """The explorer's summary: m, the bubble, the matmul's rows and efficiency, the modelled step and
+    tokens/s, whether it fits, and the fastest micro-batch size that fits."""
+    current = next(c for c in result["candidates"] if c["micro_batch_size"] == job.micro_batch_size)
+    best = result["recommended"]
+    memory = "放得下" if current["fits"] else f'<b style="color:{ERROR_COLOUR}">放不下</b>'
+    return (
+        f"<div>m = <b>{step.num_microbatches}</b>，气泡占比 <b>{step.bubble_fraction:.1%}</b>；每个矩阵乘法 M = "
+        f"{step.micro_batch_size} × {job.seq_len} = {step.rows} 行，效率 <b>{step.matmul_efficiency:.0%}</b>"
+        f"（{html.escape(curve.name)}）；模型估计每步 {step.step_seconds:.3g} s，"
+        f"<b>{step.tokens_per_second:,.0f}</b> tokens/s；显存{memory}"
+        + (f"；模型下最快且放得下的微批次大小：<b>{best['micro_batch_size']}</b>" if best
+           else f"；没有放得下的微批次大小。{html.escape(result['suggestion'] or '')}")
+        + "</div>")
+
+
+def tradeoff_chart(candidates: list[dict], current: int) -> dict:
+    """The browser's chart of :func:`batchlab.ui.pipeline.plot_tradeoff`: modelled tokens/s for every
+    runnable micro-batch size, each point labelled with its bubble fraction; sizes that do not fit in red,
+    the current choice ringed, the fastest that fits starred."""
+    sizes = [str(c["micro_batch_size"]) for c in candidates]
+
+    def point(c: dict) -> dict:
+        return {"value": round(c["tokens_per_second"], 1), "label": {"formatter": percent(c["bubble_fraction"], 0)},
+                "itemStyle": {"color": PALETTE[0] if c["fits"] else OVERFLOW_COLOUR},
+                "symbol": "circle" if c["fits"] else "triangle"}
+
+    fitting = [c for c in candidates if c["fits"]]
+    chosen = next(c for c in candidates if c["micro_batch_size"] == current)
+    series = [
+        {"type": "line", "name": "模型估计的 tokens/s（红三角：放不下）", "color": "#999999", "symbolSize": 9,
+         "label": {"show": True, "position": "top", "color": "#4d4d4d"}, "data": [point(c) for c in candidates]},
+        {"type": "scatter", "name": "当前选择", "symbolSize": 22, "z": 4,
+         "itemStyle": {"color": "rgba(0,0,0,0)", "borderColor": OVERFLOW_COLOUR, "borderWidth": 2},
+         "data": [[str(current), round(chosen["tokens_per_second"], 1)]]},
+    ]
+    if fitting:
+        best = max(fitting, key=lambda c: c["tokens_per_second"])
+        series.append({"type": "scatter", "name": "模型下最快（放得下）", "symbol": "diamond", "symbolSize": 16,
+                       "color": PALETTE[1], "z": 3,
+                       "data": [[str(best["micro_batch_size"]), round(best["tokens_per_second"], 1)]]})
+    return {
+        "textStyle": {"fontFamily": CHART_FONT, "fontSize": 13},
+        "aria": {"enabled": True},
+        "title": {"text": "每个微批次大小的模型估计吞吐（点上数字：气泡占比）", "textStyle": {"fontSize": 14}},
+        "legend": {"bottom": 0},
+        "tooltip": {"trigger": "axis"},
+        "grid": {"left": 64, "right": 16, "top": 48, "bottom": 72},
+        "xAxis": {"type": "category", "data": sizes, "name": "微批次大小", "nameLocation": "middle", "nameGap": 26},
+        "yAxis": {"type": "value", "name": "tokens/s", "min": 0},
+        "series": series,
+    }
+
+
+class TradeoffExplorerSpec(Explorer):
+    """Global batch, micro-batch size, stages, data parallelism and schedule → m, the bubble, the matmul
+    efficiency at M = micro × seq rows (from ``curve``), the modelled step time and tokens/s of every
+    micro-batch size that divides the batch, and the fastest that fits. ``job`` (default: the lecture's
+    case) gives the model, sequence length, memory settings and the controls' starting values."""
+
+    name = "tradeoff"
+
+    def __init__(self, curve: RateCurve, job: Job = CASE_STUDY.job) -> None:
+        if not isinstance(job, Job):
+            raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
+        self.curve, self.job = curve, job
+
+    def initial_values(self) -> dict:
+        return {n: getattr(self.job, n) for n in ("global_batch", "micro_batch_size", "pipeline_stages",
+                                                   "data_parallel", "schedule")}
+
+    def controls(self, values: dict) -> list[Control]:
+        return [
+            Control("global_batch", "全局批大小", "int", 1, LIMITS["global_batch"][1]),
+            Control("micro_batch_size", "微批次大小", "int", 1, LIMITS["micro_batch_size"][1]),
+            Control("pipeline_stages", "流水线阶段数 (PP)", "int", 1, self.job.model.n_layer),
+            Control("data_parallel", "数据并行度 (DP)", "int", 1, LIMITS["data_parallel"][1]),
+            Control("schedule", "流水线调度", "buttons", options=tuple((label, key) for key, label in SCHEDULES.items())),
+        ]
+
+    def compute(self, values: dict) -> Panel:
+        try:
+            job = replace(self.job, **self.check_values(values))
+        except ValueError as err:
+            return Panel(render_error_html(str(err)), error=str(err))
+        result = tune(job, self.curve)
+        step = model_step(job, self.curve)
+        return Panel(render_tradeoff_html(job, step, result, self.curve),
+                     tradeoff_chart(result["candidates"], job.micro_batch_size), result=(job, step, result),
+                     numbers={"tokens_per_second": step.tokens_per_second, "bubble_fraction": step.bubble_fraction})
+
+    def context(self) -> dict:
+        curve = self.curve
+        return {"job": self.job.as_record(),
+                "curve": {"rows": list(curve.rows), "flops_per_second": list(curve.flops_per_second),
+                          "name": curve.name}}
+
+    @classmethod
+    def from_context(cls, context: dict) -> "TradeoffExplorerSpec":
+        c = context["curve"]
+        return cls(RateCurve(tuple(c["rows"]), tuple(c["flops_per_second"]), c["name"]),
+                   Job.from_record(context["job"]))
