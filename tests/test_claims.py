@@ -76,3 +76,24 @@ def test_the_stylesheet_styles_the_cards():
     css = (Path(__file__).resolve().parents[1] / "book" / "_static" / "page.css").read_text(encoding="utf-8")
     for cls in ("batchlab-claim", "batchlab-claim__verdict", "batchlab-claim--fails", "batchlab-claim__body"):
         assert f".{cls}" in css
+
+
+def test_moved_besides_names_what_refutes_only_memory():
+    from batchlab.lecture.verdicts import moved_besides, only_memory_moves
+    still = {"memory": 2.0, "bubble": 1.01, "steps": 0.98}
+    moved = {**still, "steps": 0.5}
+    assert moved_besides(still, "memory") == [] and only_memory_moves(still, "memory")
+    assert moved_besides(moved, "memory") == ["steps"] and not only_memory_moves(moved, "memory")
+
+
+def test_reader_names_come_from_the_label_tables():
+    from batchlab.formulas.job import OPTIMIZER_STATES
+    from batchlab.ui.names import CODE_NAMES, LABELS, name
+    assert name("recompute", "selective") == "选择性重计算" and name("schedule", "1f1b") == "1F1B"
+    assert name("precision", "bf16-mixed") == "16 位混合精度" and name("partition", "compute") == "按计算量均衡"
+    assert set(OPTIMIZER_STATES) <= set(LABELS["optimizer"])
+    assert {"gpipe", "1f1b", "none", "selective", "full", "bf16-mixed", "adam"} <= CODE_NAMES and "fp32" not in CODE_NAMES
+    for kind, labels in LABELS.items():   # the short form: the label before its explanation
+        assert all(name(kind, code) and not {"（", "："} & set(name(kind, code)) for code in labels), kind
+    with pytest.raises(ValueError):
+        name("recompute", "partial")

@@ -12,7 +12,7 @@ from batchlab.formulas.checks import nonnegative, positive, whole
 from batchlab.formulas.fit import least_squares_line
 
 __all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
-           "samples_to_target", "holds_in_every_seed", "later_rises", "oscillates", "beats_like_with_like", "wins_per_seed", "unchanged", "only_memory_moves", "same_update",
+           "samples_to_target", "holds_in_every_seed", "later_rises", "oscillates", "beats_like_with_like", "wins_per_seed", "unchanged", "only_memory_moves", "moved_besides", "same_update",
            "best_rate_grows", "OSCILLATION_MIN_RISES", "UNCHANGED_TOLERANCE", "SAME_DISTRIBUTION", "UNTESTABLE", "VERDICT_LABELS",
            "update_verdict"]
 
@@ -157,6 +157,13 @@ def only_memory_moves(ratios: Mapping[str, float], memory: str, tolerance: float
     if not others:
         raise ValueError("ratios 里除了显存没有别的量：无从判断“只影响显存”")
     return all(unchanged(r, tolerance) for r in others.values())
+
+
+def moved_besides(ratios: Mapping[str, float], memory: str, tolerance: float = UNCHANGED_TOLERANCE) -> list[str]:
+    """The quantities of ``ratios`` other than ``memory`` that moved by more than ±``tolerance``: what
+    refutes "batch size only affects memory" (empty when :func:`only_memory_moves` holds)."""
+    only_memory_moves(ratios, memory, tolerance)  # the same checks on its arguments
+    return [name for name, r in ratios.items() if name != memory and not unchanged(r, tolerance)]
 
 
 def same_update(relative_gap: float, tolerance: float = 1e-5) -> bool:
