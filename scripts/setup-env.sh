@@ -52,3 +52,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q -r requirements.txt
   echo "$want" > "$stamp"
 fi
+
+# --- the live explorers' runtime -----------------------------------------------------------------
+# Pyodide and ECharts, pinned npm tarballs checked against their registry hashes, downloaded once into
+# .cache/live-runtime (src/booktools/live.py); the build copies them next to the pages that use them.
+.venv/bin/python -m booktools.live vendor

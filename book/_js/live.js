@@ -1,0 +1,233 @@
+/* Live explorers for the published page (see src/booktools/live.py).
+ *
+ * Each explorer's frozen ipywidgets view carries a marker (.batchlab-live, with the explorer's name and
+ * its context as JSON). When the reader scrolls to it or touches a control, this script starts Pyodide
+ * once per page (the browser caches it across pages), unpacks the book's own Python files and asks
+ * batchlab.ui.explorers.web for the controls, the summary and the chart; the page holds no formula.
+ * The frozen view stays until the live one is ready. Opened as file:// (browsers refuse WebAssembly
+ * there) or without WebAssembly, the frozen view stays and a line says why.
+ */
+(function () {
+  "use strict";
+  var script = document.currentScript;
+  var ROOT = new URL("live/", script.src).href;
+  var MARKER = ".batchlab-live";
+  var runtime = null; // one Promise per page: {py, web}
+
+  var TEXT = {
+    idle: "网页里的实时版本：滚动到这里或碰一下控件，浏览器就会启动 Python（Pyodide，首次约下载 14 MB，之后由浏览器缓存），" +
+      "用本书自己的公式重新计算；在那之前下面显示的是默认状态。",
+    loading: "正在浏览器里启动 Python（Pyodide）……下面仍是默认状态，准备好后控件就会响应。",
+    ready: "实时版本：改动控件，浏览器里的 Python（Pyodide）会用本书的公式重新计算并重画。",
+    file: "这个页面是以文件（file://）打开的，浏览器不允许在文件页面里加载 WebAssembly，所以控件不响应。" +
+      "要让它动起来：在书的 HTML 目录里运行 python -m http.server，再用浏览器打开 http://localhost:8000/ 。",
+    nowasm: "这个浏览器不支持 WebAssembly，网页里无法运行 Python：下面只显示默认状态。" +
+      "可以点页面顶部的火箭图标在 Binder 或 Colab 里运行本章，或在本地用 Jupyter 打开本章的笔记本。",
+    failed: "浏览器里的 Python 没能启动（",
+  };
+
+  function loadScript(src) {
+    return new Promise(function (resolve, reject) {
+      var s = document.createElement("script");
+      s.src = src;
+      s.onload = resolve;
+      s.onerror = function () { reject(new Error("无法加载 " + src)); };
+      document.head.appendChild(s);
+    });
+  }
+
+  function startRuntime() {
+    if (runtime) return runtime;
+    runtime = Promise.all([
+      loadScript(ROOT + "pyodide/pyodide.js").then(function () {
+        return window.loadPyodide({ indexURL: ROOT + "pyodide/" });
+      }),
+      fetch(ROOT + "batchlab-live.zip").then(function (r) {
+        if (!r.ok) throw new Error("无法加载 batchlab-live.zip");
+        return r.arrayBuffer();
+      }),
+      loadScript(ROOT + "echarts/echarts.common.min.js"),
+    ]).then(function (parts) {
+      var py = parts[0];
+      py.unpackArchive(parts[1], "zip", { extractDir: "/home/pyodide/live" });
+      py.runPython("import sys; sys.path.insert(0, '/home/pyodide/live')");
+      return { py: py, web: py.pyimport("batchlab.ui.explorers.web") };
+    });
+    return runtime;
+  }
+
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  var uid = 0;
+
+  /* One control from its declaration (batchlab.ui.explorers.spec.Control); onChange(value) on a change. */
+  function makeControl(c, value, onChange) {
+    var id = "bl-live-" + (++uid);
+    var row = el("div", { "class": "bl-live-control" + (c.wide ? " bl-live-wide" : ""), "data-name": c.name });
+    var label = el("label", { "for": id }, c.label);
+    row.appendChild(label);
+    var input;
+    if (c.kind === "int" || c.kind === "float") {
+      input = el("input", { id: id, type: "number", min: c.minimum, max: c.maximum,
+                            step: c.kind === "int" ? 1 : (c.step || "any"), inputmode: c.kind === "int" ? "numeric" : "decimal" });
+      input.value = value;
+      input.addEventListener("change", function () {
+        var n = input.valueAsNumber;
+        onChange(Number.isFinite(n) ? n : input.value);
+      });
+    } else if (c.kind === "slider" || c.kind === "steps") {
+      var values = c.kind === "steps" ? c.options.map(function (o) { return o[1]; }) : null;
+      var labels = c.kind === "steps" ? c.options.map(function (o) { return o[0]; }) : null;
+      input = el("input", { id: id, type: "range", min: values ? 0 : c.minimum,
+                            max: values ? values.length - 1 : c.maximum, step: 1 });
+      input.value = values ? Math.max(0, values.indexOf(value)) : value;
+      var readout = el("output", { "for": id });
+      var show = function () { readout.textContent = values ? labels[+input.value] : input.value; };
+      show();
+      input.addEventListener("input", show);
+      input.addEventListener("change", function () { onChange(values ? values[+input.value] : +input.value); });
+      row.appendChild(input);
+      row.appendChild(readout);
+      return row;
+    } else if (c.kind === "choice") {
+      input = el("select", { id: id });
+      c.options.forEach(function (o, i) {
+        var opt = el("option", { value: String(i) }, o[0]);
+        if (o[1] === value) opt.selected = true;
+        input.appendChild(opt);
+      });
+      input.addEventListener("change", function () { onChange(c.options[+input.value][1]); });
+    } else { // buttons
+      input = el("div", { id: id, role: "radiogroup", "aria-label": c.label, "class": "bl-live-buttons" });
+      c.options.forEach(function (o) {
+        var b = el("button", { type: "button", role: "radio", "aria-checked": String(o[1] === value) }, o[0]);
+        b.addEventListener("click", function () { onChange(o[1]); });
+        input.appendChild(b);
+      });
+    }
+    row.appendChild(input);
+    return row;
+  }
+
+  function Explorer(notice) {
+    this.notice = notice;
+    this.name = notice.getAttribute("data-explorer");
+    this.context = notice.getAttribute("data-context");
+    this.frozen = notice.closest(".widget-vbox") || notice.parentElement;
+    this.status = el("div", { "class": "bl-live-status", "role": "status" });
+    this.box = el("div", { "class": "bl-live", "data-explorer": this.name, "data-state": "idle", hidden: "" });
+    this.frozen.parentElement.insertBefore(this.status, this.frozen);
+    this.frozen.parentElement.insertBefore(this.box, this.frozen);
+    this.values = null;
+    this.updates = [];
+  }
+
+  Explorer.prototype.say = function (key, detail) {
+    this.notice.style.display = "none"; // the status line speaks for it now
+    this.status.textContent = TEXT[key] + (detail ? detail + "）。下面仍是默认状态。" : "");
+    this.status.setAttribute("data-state", key);
+  };
+
+  Explorer.prototype.start = function () {
+    var self = this;
+    if (this.started) return;
+    this.started = true;
+    var t0 = performance.now();
+    this.say("loading");
+    this.box.setAttribute("data-state", "loading");
+    startRuntime().then(function (rt) {
+      self.web = rt.web;
+      self.show(JSON.parse(rt.web.start(self.name, self.context)), true);
+      self.box.hidden = false;
+      self.frozen.style.display = "none";
+      self.box.setAttribute("data-ready-ms", String(Math.round(performance.now() - t0)));
+      self.box.setAttribute("data-state", "ready");
+      self.say("ready");
+    }).catch(function (err) {
+      self.box.setAttribute("data-state", "failed");
+      self.say("failed", String(err && err.message || err));
+    });
+  };
+
+  Explorer.prototype.change = function (name, value) {
+    var t0 = performance.now();
+    var values = Object.assign({}, this.values);
+    values[name] = value;
+    this.show(JSON.parse(this.web.update(this.name, this.context, JSON.stringify(values), name)), false);
+    var ms = performance.now() - t0;
+    this.updates.push(ms);
+    this.box.setAttribute("data-updates", String(this.updates.length));
+    this.box.setAttribute("data-update-ms", String(Math.round(ms)));
+  };
+
+  Explorer.prototype.show = function (answer, first) {
+    var self = this;
+    if (answer.controls && (first || JSON.stringify(answer.controls) !== this.controlsKey ||
+                            JSON.stringify(answer.values) !== JSON.stringify(this.values))) {
+      this.controlsKey = JSON.stringify(answer.controls);
+      var form = this.form || el("div", { "class": "bl-live-controls" });
+      form.textContent = "";
+      answer.controls.forEach(function (c) {
+        form.appendChild(makeControl(c, answer.values[c.name], function (v) { self.change(c.name, v); }));
+      });
+      if (!this.form) { this.form = form; this.box.appendChild(form); }
+    }
+    this.values = answer.values;
+    if (!this.summary) {
+      this.summary = el("div", { "class": "bl-live-summary", "aria-live": "polite" });
+      this.chartBox = el("div", { "class": "bl-live-chart" });
+      this.box.appendChild(this.summary);
+      this.box.appendChild(this.chartBox);
+    }
+    this.summary.innerHTML = answer.summary_html;
+    if (answer.chart) { // an invalid value keeps the last chart, as the notebook keeps its last figure
+      if (!this.chart) {
+        this.box.hidden = false; // ECharts measures its box: it must be laid out
+        this.chart = window.echarts.init(this.chartBox, null, { renderer: "svg" });
+        window.addEventListener("resize", function () { self.chart.resize(); });
+      }
+      this.chart.setOption(answer.chart, true);
+    }
+  };
+
+  function attach(notice) {
+    if (notice.getAttribute("data-live-attached")) return;
+    notice.setAttribute("data-live-attached", "1");
+    var ex = new Explorer(notice);
+    var touched = function (act) {
+      ["pointerdown", "focusin", "keydown"].forEach(function (type) {
+        ex.frozen.addEventListener(type, act, { once: true, capture: true });
+      });
+    };
+    // A file:// page or a browser without WebAssembly keeps the notice (and a printed page its words)
+    // until a reader touches a control; then it says why nothing moves.
+    if (location.protocol === "file:") { touched(function () { ex.say("file"); }); return; }
+    if (typeof WebAssembly !== "object") { touched(function () { ex.say("nowasm"); }); return; }
+    ex.say("idle");
+    var go = function () { ex.start(); };
+    touched(go);
+    if ("IntersectionObserver" in window) {
+      var seen = new IntersectionObserver(function (entries) {
+        if (entries.some(function (e) { return e.isIntersecting; })) { seen.disconnect(); go(); }
+      }, { rootMargin: "200px" });
+      seen.observe(ex.frozen);
+    }
+  }
+
+  function scan() { document.querySelectorAll(MARKER).forEach(attach); }
+
+  // The widget manager renders the frozen views after the page loads: watch for the markers to appear.
+  var watcher = new MutationObserver(scan);
+  function begin() {
+    if (window.matchMedia && window.matchMedia("print").matches) return;
+    watcher.observe(document.body, { childList: true, subtree: true });
+    scan();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", begin);
+  else begin();
+})();

@@ -1,0 +1,167 @@
+"""Explorers that run live in the published page, with no server: Pyodide (CPython compiled to
+WebAssembly) runs the book's own pure-Python files in the reader's browser, and Apache ECharts draws
+what they answer.
+
+Three parts, one module:
+
+* **The runtime, vendored** (``python -m booktools.live vendor``, run by scripts/setup-env.sh): the npm
+  tarballs in :data:`RUNTIME`, pinned by version and by the registry's sha512 integrity, are downloaded
+  once from registry.npmjs.org into :data:`CACHE` (ignored by git) and only the files the pages load are
+  kept. Nothing is fetched at build or test time.
+* **The Python the page runs** (:func:`live_sources`): the files of ``batchlab`` the explorers need —
+  formulas, the lecture, the explorers' declarations — zipped byte for byte from ``src/`` at build time
+  (tests/test_live_explorers.py compares them), so no formula is written a second time in JavaScript.
+* **A Sphinx extension** (``sphinx: extra_extensions`` in _config.yml): a page whose notebook holds an
+  explorer's marker (``batchlab.ui.controls.LIVE_CLASS``) gets book/_js/live.js; no other page loads any of
+  it. After the build the runtime and the sources zip are copied to ``_static/live/``.
+
+Chart library: ECharts rather than Vega-Lite — Chinese text is its home ground (its own fonts and
+layout are tested with CJK labels), one 0.7 MB file with no compiler at run time (Vega-Lite needs
+vega + vega-lite + vega-embed, ≈ 1.3 MB), an SVG renderer whose text stays text, and ``aria`` that
+writes a description of each chart for screen readers. Updating the pins: see README, "Live explorers".
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import io
+import json
+import shutil
+import sys
+import tarfile
+import urllib.request
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+CACHE = ROOT / ".cache" / "live-runtime"
+REGISTRY = "https://registry.npmjs.org"
+LIVE_SCRIPT = "live.js"
+"""The book's own loader (book/_js/live.js, served as ``_static/live.js``)."""
+LIVE_STYLE = "live.css"
+"""Its style (book/_static/live.css)."""
+STATIC_FOLDER = "live"
+"""Where the runtime and the sources land in the built site: ``_static/live/``."""
+SOURCES_ZIP = "batchlab-live.zip"
+MARKER = "batchlab-live"
+"""The explorer's marker class (``batchlab.ui.controls.LIVE_CLASS``; a test holds them equal)."""
+
+RUNTIME: dict[str, dict] = {
+    "pyodide": {
+        "version": "314.0.8",
+        "integrity": "sha512-74Wq1kXOC+CCEzAfxuRAO701nAcCMLjf8NrwvWpu8S41dVMXwXmLQ05dYB+F4e46AdnGo0oq7YHSVUpHsoarLQ==",
+        "files": ["pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json",
+                  "package.json"],
+        "licence": "MPL-2.0",
+    },
+    "echarts": {
+        "version": "6.1.0",
+        "integrity": "sha512-q0yaFPggC9FUdsWH4blavRWFmxdrIodbkoKNAjJudAI6CA9gNPxHtV2RcZNEepZVlk4yvBYkOkbk6HIVpIyHZA==",
+        "files": ["dist/echarts.common.min.js", "LICENSE", "NOTICE"],
+        "licence": "Apache-2.0",
+    },
+}
+"""The npm packages the live pages load: exact version, the registry's integrity hash, the files kept."""
+
+LIVE_PACKAGES = ("batchlab/formulas", "batchlab/lecture", "batchlab/ui/explorers")
+LIVE_FILES = ("batchlab/__init__.py", "batchlab/ui/__init__.py", "batchlab/ui/colours.py", "batchlab/ui/numbers.py")
+
+
+def live_sources() -> list[Path]:
+    """The files of ``src/`` the page runs, relative to ``src/``: whole folders and single modules."""
+    files = [Path(f) for f in LIVE_FILES]
+    for folder in LIVE_PACKAGES:
+        files += sorted(p.relative_to(SRC) for p in (SRC / folder).glob("*.py"))
+    return sorted(files)
+
+
+def sources_zip() -> bytes:
+    """:func:`live_sources` as one zip, each file's bytes as in ``src/`` (fixed dates: the same sources
+    make the same zip)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for rel in live_sources():
+            info = zipfile.ZipInfo(rel.as_posix(), date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, (SRC / rel).read_bytes())
+    return buffer.getvalue()
+
+
+# ----------------------------------------------------------------------------- vendoring
+def _stamp() -> str:
+    return json.dumps({name: (spec["version"], spec["integrity"]) for name, spec in RUNTIME.items()}, sort_keys=True)
+
+
+def runtime_ready(cache: Path = CACHE) -> bool:
+    """Is the pinned runtime already in ``cache``?"""
+    stamp = cache / "stamp.json"
+    return stamp.is_file() and stamp.read_text() == _stamp()
+
+
+def vendor(cache: Path = CACHE) -> None:
+    """Download each pinned tarball (unless ``cache`` has it), check its integrity and keep its files."""
+    if runtime_ready(cache):
+        return
+    shutil.rmtree(cache, ignore_errors=True)
+    for name, spec in RUNTIME.items():
+        url = f"{REGISTRY}/{name}/-/{name}-{spec['version']}.tgz"
+        with urllib.request.urlopen(url, timeout=120) as response:
+            data = response.read()
+        got = "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+        if got != spec["integrity"]:
+            raise SystemExit(f"{name}@{spec['version']}：校验和不符（得到 {got}，应为 {spec['integrity']}）")
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            for member in spec["files"]:
+                target = cache / name / Path(member).name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(tar.extractfile(f"package/{member}").read())
+        print(f"live: {name}@{spec['version']} ({len(data) / 2**20:.1f} MiB tarball) → {cache / name}")
+    (cache / "stamp.json").write_text(_stamp())
+
+
+# ----------------------------------------------------------------------------- Sphinx
+def _has_explorer(app, pagename: str) -> bool:
+    if pagename not in app.env.found_docs:
+        return False
+    path = Path(app.env.doc2path(pagename))
+    return path.suffix == ".ipynb" and MARKER in path.read_text(encoding="utf-8")
+
+
+def _page_context(app, pagename, templatename, context, doctree) -> None:
+    if _has_explorer(app, pagename):
+        app.add_js_file(LIVE_SCRIPT, defer="defer")
+        app.add_css_file(LIVE_STYLE)
+
+
+def _copy_runtime(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    if not runtime_ready():
+        raise RuntimeError("找不到 Pyodide 与 ECharts（实时控件的运行时）：先运行 scripts/setup-env.sh "
+                           "（或 python -m booktools.live vendor）")
+    target = Path(app.outdir) / "_static" / STATIC_FOLDER
+    shutil.rmtree(target, ignore_errors=True)
+    for name in RUNTIME:
+        shutil.copytree(CACHE / name, target / name)
+    (target / SOURCES_ZIP).write_bytes(sources_zip())
+
+
+def setup(app):
+    app.connect("html-page-context", _page_context)
+    app.connect("build-finished", _copy_runtime)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m booktools.live",
+                                     description="下载并校验实时控件的运行时（Pyodide、ECharts）")
+    parser.add_argument("command", choices=["vendor"])
+    parser.parse_args(argv)
+    vendor()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
