@@ -67,3 +67,24 @@ def test_search_dictionary_is_the_glossary():
     assert done.returncode == 0, done.stderr
     words = (ROOT / "book" / "_search_terms.txt").read_text(encoding="utf-8").split()
     assert "屋顶线" in words and "梯度累积" in words
+
+
+# An English term appears only in parentheses beside its Chinese one (at first use); elsewhere the prose
+# says 批大小, 全局批大小, 微批次大小. Code, math, quotations of the lecture and parentheses are left out.
+ENGLISH_IN_PROSE = re.compile(r"(?<![A-Za-z])(?:Global |Micro-)?Batch Size(?![A-Za-z])|(?<![A-Za-z])Global \d")
+
+
+def _english_outside_parentheses(text: str) -> list[str]:
+    prose = re.sub(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$\n]*\$|（[^）]*）|\([^)]*\)", "", _unquoted(text), flags=re.S)
+    return ENGLISH_IN_PROSE.findall(prose)
+
+
+def test_english_terms_only_in_parentheses():
+    offenders = {page: found for page, text in _pages().items() if (found := _english_outside_parentheses(text))}
+    assert not offenders, f"正文里直接用了英文术语（应写批大小等，英文只在第一次出现时放在括号里）：{offenders}"
+
+
+def test_the_english_rule_catches_an_offender():
+    assert _english_outside_parentheses("# 4.2 Batch Size对收敛的影响，小 Batch Size 一定") == ["Batch Size", "Batch Size"]
+    assert _english_outside_parentheses("例如 Global 64 的作业") == ["Global 6"]
+    assert not _english_outside_parentheses("批大小（Batch Size）与原文说的“Batch Size 只影响显存”，`batch_size`，$\\text{Global Batch}$")
