@@ -131,7 +131,7 @@ def roofline_curve(config: GPTConfig, peak_flops: float, bandwidth: float, dtype
     h, e = config.d_model, element_bytes(dtype)
     rates = tuple(roofline_flops(arithmetic_intensity(m, h, 4 * h, e), peak, bw) for m in ROOFLINE_ROWS)
     if name is None:
-        name = f"屋顶线（{peak / 1e12:g} TFLOPS，{bw / 1e12:g} TB/s，{dtype}）"
+        name = f"屋顶线（{peak / 1e12:g} TFLOP/s，{bw / 1e12:g} TB/s，{dtype}）"
     return RateCurve(ROOFLINE_ROWS, rates, name)
 
 
