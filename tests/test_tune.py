@@ -182,7 +182,7 @@ def test_cli_tune_case_study(capsys):
 def test_cli_tune_text_is_a_table(capsys):
     assert main(TUNE) == 0
     text = capsys.readouterr().out
-    assert "tokens/s" in text and "← recommended" in text and "280 TFLOPS" in text
+    assert "tokens/s" in text and "← recommended" in text and "280 TFLOP/s" in text
     with pytest.raises(SystemExit) as exit_:
         main(["tune", "--help"])
     assert exit_.value.code == 0 and "LOW end" in capsys.readouterr().out
