@@ -6,6 +6,10 @@ gives its PNG (its own pixel width, or the 760 px content column when wider), is
 ``style.MIN_TEXT_PT`` points. Each figure function of ``batchlab.ui`` is drawn here with small
 synthetic inputs, as pyplot figures are shown in a notebook (cut to their drawn area); each explorer
 at its default state, as the frozen HTML shows it.
+
+In the built book the page decides the size: tests/test_page_layout.py reads, in Chromium at 1280 and
+390 px, the width every figure is displayed at and checks that ``SMALLEST_FONT_PT`` (the smallest
+text any figure of the book draws, checked here) is still ``MIN_TEXT_PT`` there.
 """
 import ast
 import contextlib
@@ -31,6 +35,10 @@ from batchlab.lecture.case import CASE_STUDY  # noqa: E402
 from batchlab.ui import convergence, efficiency, memory, misconceptions, noise, pipeline, style  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+SMALLEST_FONT_PT = 8.5
+"""Points, at the figure's own size, of the smallest text any figure of the book draws (ui figures,
+explorers, the batch diagram, plain pyplot with the book's rcParams): the font size the page test
+scales by each figure's displayed width."""
 CURVE = RateCurve((1024, 2048, 4096, 8192), (1e12, 2e12, 2.5e12, 2.6e12), "测试曲线")
 SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 MODES = {"none": 1.2, "selective": 1.0, "full": 0.15}
@@ -179,6 +187,43 @@ def test_the_rule_fails_small_text_and_figures_wider_than_the_column():
     with pytest.raises(ValueError, match="no text"):
         style.min_text_points(plt.figure())
     plt.close("all")
+
+
+def _smallest_drawn(fig) -> float:
+    return min(size for _, size in style.drawn_text_sizes(fig))
+
+
+def test_no_figure_of_the_book_draws_text_below_the_smallest_font():
+    """SMALLEST_FONT_PT bounds every figure the pages show: what the browser test scales holds."""
+    from batchlab.ui.diagrams import draw_batch_anatomy
+
+    drawn = {name: build for name, build in FIGURES.items()}
+    drawn["diagrams.draw_batch_anatomy"] = lambda: draw_batch_anatomy(CASE_STUDY.job)
+    for name, build in explorers().items():
+        if name != "BatchCalculator":  # draws no figure
+            drawn[name] = lambda build=build: quiet(build).figure
+    fig, ax = plt.subplots()  # a chapter's plain pyplot figure (4.1's loss curve), the rcParams alone
+    ax.plot([1, 2], [2, 1], label="训练损失")
+    ax.set(xlabel="更新步数", ylabel="交叉熵", title="训练损失")
+    ax.legend()
+    drawn["pyplot with style.setup()"] = lambda: fig
+    smallest = {name: _smallest_drawn(build()) for name, build in drawn.items()}
+    plt.close("all")
+    low = {name: size for name, size in smallest.items() if size < SMALLEST_FONT_PT}
+    assert not low, f"text below SMALLEST_FONT_PT = {SMALLEST_FONT_PT} pt: {low}"
+    assert min(smallest.values()) == pytest.approx(SMALLEST_FONT_PT), "SMALLEST_FONT_PT is no longer the floor"
+
+
+def test_chapters_set_no_font_size_of_their_own():
+    """A chapter's figure text comes from batchlab.ui or the book's rcParams, which the test above
+    bounds: no notebook sets a font size itself."""
+    import re
+
+    setting = re.compile(r"fontsize|font_?size|labelsize|set_size\(|\bsize\s*=\s*\d|rcParams\[.font")
+    found = [(path.stem, line.strip()) for path in sorted((ROOT / "book").glob("*.ipynb"))
+             for cell in json.loads(path.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "code"
+             for line in "".join(cell["source"]).splitlines() if setting.search(line)]
+    assert not found, found
 
 
 def test_hidden_text_does_not_count():

@@ -14,6 +14,12 @@ e.g. inside `booktools.render_check.check_page`) and returns a `LayoutReport`:
   sit in and not inside a scroll box.
 * **code_columns**: how many monospace characters fit on one line of the first code cell (the
   column's width for code: 88 is the line length the book's code is written to).
+* **figures**: every image of the main content as the page shows it: its natural size in pixels,
+  its pixels per inch (the PNG's pHYs chunk, read here from the file or the data URI) and the width
+  it is displayed at, and whether it sits in a box meant to scroll. `figure_problems(font_pt)` turns
+  that into the size of the figure's smallest text on the page: a text of `font_pt` points drawn at
+  `dpi` is `font_pt * dpi / 96 * shown / natural` points at the displayed size (a CSS pixel is 1/96
+  inch, a point 1/72 inch); below `MIN_TEXT_PT` it is reported.
 * **cjk_spaces**: ASCII whitespace between two CJK characters (or CJK punctuation) in rendered
   prose: a Chinese line break in the Markdown that the HTML renders as a space ("。 本书"). Code,
   literals, math and MathJax output are not prose and are skipped; math stands for a non-CJK
@@ -27,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 MIN_CELL_EM = 3.0
+MIN_TEXT_PT = 8.0  # the smallest text a figure may show at its displayed size (issue 19)
 CODE_COLUMNS = 88  # the book's code line length (at the desktop width)
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
@@ -101,6 +108,20 @@ _MEASURE_JS = r"""
     if (parentOffends) continue;
     overflow.push({element: desc(el), left: Math.round(r.left), right: Math.round(r.right),
                    column: [Math.round(left), Math.round(right)]});
+  }
+  // every image: natural size, displayed width, and the box it scrolls in (if any)
+  const figures = [];
+  for (const img of root.querySelectorAll('img')) {
+    if (skip(img)) continue;
+    const r = img.getBoundingClientRect();
+    if (!visible(img, r) || !img.naturalWidth) continue;
+    let box = null;
+    for (let p = img.parentElement; p && p !== root.parentElement; p = p.parentElement) {
+      if (scrolls(getComputedStyle(p))) { box = p; break; }
+    }
+    figures.push({element: desc(img).replace(/ «.*$/, ''), src: img.currentSrc || img.src,
+                  natural: [img.naturalWidth, img.naturalHeight], shown: Math.round(r.width * 100) / 100,
+                  scroll_box: box ? Math.round(box.clientWidth) : null});
   }
   const doc = document.documentElement;
   const pageScroll = Math.max(doc.scrollWidth, document.body.scrollWidth) - vw;
@@ -189,7 +210,7 @@ _MEASURE_JS = r"""
   return {overflow, clipped, page_scroll: Math.max(0, Math.round(pageScroll)), narrow_cells: narrow,
           narrowest_cell_em: cellEms.length ? Math.round(Math.min(...cellEms) * 100) / 100 : null,
           math_overflow: math, display_math: displays.length, code_columns: codeColumns,
-          cjk_spaces: spaces, column: [Math.round(left), Math.round(right)]};
+          cjk_spaces: spaces, figures, column: [Math.round(left), Math.round(right)]};
 }
 """
 
@@ -207,6 +228,7 @@ class LayoutReport:
     display_math: int = 0
     code_columns: int | None = None
     cjk_spaces: list[dict] = field(default_factory=list)
+    figures: list[dict] = field(default_factory=list, repr=False)
     column: list[int] = field(default_factory=list)
 
     def layout_problems(self) -> list[str]:
@@ -223,6 +245,30 @@ class LayoutReport:
                 for m in self.math_overflow]
         return out
 
+    def figure_points(self, font_pt: float, default_dpi: float | None = None) -> list[tuple[dict, float | None]]:
+        """Each figure with the size, in points on the page, of a `font_pt` text drawn in it. An image
+        that records no pixels per inch (an explorer's PNG from `style.canvas_png`) is taken to be
+        drawn at `default_dpi`; without one its size is None."""
+        out = []
+        for f in self.figures:
+            dpi = f.get("dpi") or default_dpi
+            out.append((f, text_points(font_pt, dpi, f["natural"][0], f["shown"]) if dpi else None))
+        return out
+
+    def figure_problems(self, font_pt: float, min_pt: float = MIN_TEXT_PT,
+                        default_dpi: float | None = None) -> list[str]:
+        """Figures whose smallest text (`font_pt` points where drawn) is under `min_pt` points as shown."""
+        w = f"{self.width} px 宽"
+        out = []
+        for f, pt in self.figure_points(font_pt, default_dpi):
+            shown = f"原图 {f['natural'][0]} px 显示为 {f['shown']:.0f} px"
+            if pt is None:
+                out.append(f"{w}：图片没有记录每英寸像素数（PNG 的 pHYs），无法换算字号（{shown}）：{f['src']}")
+            elif pt < min_pt - 1e-6:
+                out.append(f"{w}：图中最小的字只有 {pt:.1f} pt（至少 {min_pt:g} pt；{shown}，{f['dpi'] or default_dpi:.0f} dpi，"
+                           f"字号 {font_pt:g} pt）：{f['src']} {f['element']}")
+        return out
+
     def cjk_space_problems(self) -> list[str]:
         return [f"{self.width} px 宽：中文之间有空格「{s['context']}」：{s['element']}" for s in self.cjk_spaces]
 
@@ -230,7 +276,48 @@ class LayoutReport:
         return self.layout_problems() + self.cjk_space_problems()
 
 
+def text_points(font_pt: float, dpi: float, natural_px: float, shown_px: float) -> float:
+    """Points on the page of a `font_pt` text drawn at `dpi` into an image `natural_px` pixels wide
+    and displayed `shown_px` CSS pixels wide: `font_pt * dpi / 72` image pixels tall, times
+    `shown_px / natural_px` CSS pixels each, at 72/96 of a point per CSS pixel."""
+    return font_pt * dpi / 96 * shown_px / natural_px
+
+
+def image_dpi(src: str) -> float | None:
+    """Pixels per inch an image file (a `file:` URL) or a `data:` URL records (the PNG's pHYs chunk,
+    as matplotlib writes it), or None."""
+    import base64
+    import io
+    from urllib.parse import unquote, urlsplit
+
+    from PIL import Image
+
+    if src.startswith("data:"):
+        head, _, body = src.partition(",")
+        raw = base64.b64decode(body) if head.endswith(";base64") else unquote(body).encode("latin-1")
+        stream = io.BytesIO(raw)
+    elif src.startswith("file:"):
+        stream = unquote(urlsplit(src).path)
+    else:
+        return None
+    try:
+        with Image.open(stream) as im:
+            dpi = im.info.get("dpi")
+    except (OSError, ValueError):
+        return None
+    return float(dpi[0]) if dpi and dpi[0] else None
+
+
+def _short_src(src: str) -> str:
+    if src.startswith("data:"):
+        return f"{src.partition(',')[0]}（{len(src)} 个字符）"
+    return src.rsplit("/", 1)[-1]
+
+
 def measure(tab, width: int | None = None) -> LayoutReport:
     """Measure the page loaded in the Playwright page `tab` (see the module docstring)."""
     m = tab.evaluate(_MEASURE_JS, [MIN_CELL_EM, CJK_CLASS])
+    for f in m["figures"]:
+        f["dpi"] = image_dpi(f["src"])
+        f["src"] = _short_src(f["src"])
     return LayoutReport(width=width or tab.viewport_size["width"], **m)
