@@ -13,6 +13,7 @@
   var ROOT = new URL("live/", script.src).href;
   var MARKER = ".batchlab-live";
   var runtime = null; // one Promise per page: {py, web}
+  var echarts = null;
 
   var TEXT = {
     idle: "网页里的实时版本：滚动到这里或碰一下控件，浏览器就会启动 Python（Pyodide，首次约下载 14 MB，之后由浏览器缓存），" +
@@ -36,6 +37,16 @@
     });
   }
 
+  // ECharts is a UMD file: on a page with require.js (the widget manager's) it registers as an AMD module
+  // instead of setting window.echarts, so it is asked for through require.js there.
+  function loadEcharts() {
+    var src = ROOT + "echarts/echarts.common.min.js";
+    if (typeof window.define === "function" && window.define.amd && typeof window.require === "function") {
+      return new Promise(function (resolve, reject) { window.require([src], resolve, reject); });
+    }
+    return loadScript(src).then(function () { return window.echarts; });
+  }
+
   function startRuntime() {
     if (runtime) return runtime;
     runtime = Promise.all([
@@ -46,9 +57,10 @@
         if (!r.ok) throw new Error("无法加载 batchlab-live.zip");
         return r.arrayBuffer();
       }),
-      loadScript(ROOT + "echarts/echarts.common.min.js"),
+      loadEcharts(),
     ]).then(function (parts) {
       var py = parts[0];
+      echarts = parts[2];
       py.unpackArchive(parts[1], "zip", { extractDir: "/home/pyodide/live" });
       py.runPython("import sys; sys.path.insert(0, '/home/pyodide/live')");
       return { py: py, web: py.pyimport("batchlab.ui.explorers.web") };
@@ -188,7 +200,7 @@
     if (answer.chart) { // an invalid value keeps the last chart, as the notebook keeps its last figure
       if (!this.chart) {
         this.box.hidden = false; // ECharts measures its box: it must be laid out
-        this.chart = window.echarts.init(this.chartBox, null, { renderer: "svg" });
+        this.chart = echarts.init(this.chartBox, null, { renderer: "svg" });
         window.addEventListener("resize", function () { self.chart.resize(); });
       }
       this.chart.setOption(answer.chart, true);

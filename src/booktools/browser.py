@@ -50,10 +50,12 @@ def find_chromium(explicit: str | None = None) -> str | None:
 
 @contextmanager
 def launch(chromium: str | None = None, env: dict[str, str] | None = None,
-           offline: bool = True, beside=None) -> Iterator:
+           offline: bool = True, beside=None, loopback: bool = False) -> Iterator:
     """A Playwright Browser on Debian's Chromium with CHROMIUM_ARGS (and OFFLINE_ARGS unless
     `offline=False`, e.g. for a page served from localhost).
 
+    `loopback`: the network stays off except for this machine's own addresses (a page served by
+    `serve()`; pair it with `served_context()`, which refuses every other origin).
     `env` replaces the browser's environment (e.g. a FONTCONFIG_FILE for a font-less check).
     `beside`: an open Browser whose Playwright driver to reuse (the sync API allows one per thread)."""
     exe = find_chromium(chromium)
@@ -62,7 +64,7 @@ def launch(chromium: str | None = None, env: dict[str, str] | None = None,
             f"找不到 Chromium（查找了 {chromium or DEFAULT_CHROMIUM + '、$CHROMIUM、PATH'}）；"
             "请安装 Debian 软件包 chromium")
     options = dict(executable_path=exe, headless=True, env=env,
-                   args=CHROMIUM_ARGS + (OFFLINE_ARGS if offline else []))
+                   args=CHROMIUM_ARGS + (OFFLINE_ARGS[:1] if loopback else OFFLINE_ARGS if offline else []))
     if beside is not None:
         browser = beside.browser_type.launch(**options)
         try:
@@ -93,6 +95,44 @@ def offline_context(browser, blocked: list[str] | None = None, viewport: dict | 
         if blocked is not None:
             blocked.append(url)
         r.abort()
+
+    context.route("**/*", route)
+    return context
+
+
+@contextmanager
+def serve(folder: str | Path) -> Iterator[str]:
+    """Serve ``folder`` over http on a free port of 127.0.0.1 (as any static server would, e.g. GitHub
+    Pages or ``python -m http.server``) while the block runs; yields the origin, ``http://127.0.0.1:<port>``."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def served_context(browser, origin: str, requested: list[str] | None = None, viewport: dict | None = None):
+    """A fresh browser context that loads only from ``origin`` (and inline data): every other request is
+    aborted. ``requested`` collects every URL the pages asked for, refused ones marked ``refused:``."""
+    context = browser.new_context(viewport=viewport or VIEWPORT)
+
+    def route(r) -> None:
+        url = r.request.url
+        allowed = url.startswith((origin + "/", "data:", "blob:"))
+        if requested is not None:
+            requested.append(url if allowed else "refused:" + url)
+        r.continue_() if allowed else r.abort()
 
     context.route("**/*", route)
     return context

@@ -179,7 +179,8 @@ async ([viewType, stateType, timeoutMs]) => {
 """
 
 
-def _is_noise(message: str) -> bool:
+def is_noise(message: str) -> bool:
+    """Does ``message`` match KNOWN_NOISE (a known, explained error that is not the page's fault)?"""
     return any(rx.search(message) for rx, _why in KNOWN_NOISE)
 
 
@@ -205,7 +206,7 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
             # "Failed to load resource" names no URL in its text; requestfailed below does.
             if text.startswith("Failed to load resource"):
                 return
-            (rep.noise if _is_noise(text) else rep.console_errors).append(text)
+            (rep.noise if is_noise(text) else rep.console_errors).append(text)
 
         def on_failed(req) -> None:
             u = req.url
@@ -218,7 +219,7 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
 
         def on_pageerror(err) -> None:
             text = str(err.message if hasattr(err, "message") else err)
-            (rep.noise if _is_noise(text) else rep.page_errors).append(text)
+            (rep.noise if is_noise(text) else rep.page_errors).append(text)
 
         tab.on("console", on_console)
         tab.on("requestfailed", on_failed)

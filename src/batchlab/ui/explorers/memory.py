@@ -6,6 +6,7 @@ Every number comes from :func:`batchlab.formulas.memory.stage_memory` of a
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import replace
 
 from batchlab.formulas.job import GIB, LIMITS, RECOMPUTE_MODES, Job
@@ -126,9 +127,15 @@ def memory_chart(report: MemoryReport, measured: list | None, title: str) -> dic
         "xAxis": {"type": "category", "data": [f"阶段 {i}" for i in range(len(stages))], "name": "流水线阶段",
                   "nameLocation": "middle", "nameGap": 26},
         "yAxis": {"type": "value", "name": f"峰值显存 ({unit})",
-                  "max": round(max([capacity, *report.peak_bytes_per_stage, *shown]) / scale * 1.15, 3)},
+                  "max": _round_up(max([capacity, *report.peak_bytes_per_stage, *shown]) / scale * 1.1)},
         "series": series,
     }
+
+
+def _round_up(value: float) -> float:
+    """The axis' top: ``value`` rounded up to half a power of ten (73.6 → 75), so it gets a round tick."""
+    step = 10 ** math.floor(math.log10(value)) / 2
+    return math.ceil(value / step) * step
 
 
 class MemoryExplorerSpec(Explorer):

@@ -1,0 +1,241 @@
+"""The explorers live in the published page (issue 20): Pyodide runs the book's own Python in the
+browser, so the page holds no second copy of a formula.
+
+Without a browser: the files the page runs are byte-identical to src/ and need nothing a browser's
+Python lacks; the declaration is the widgets'; any value a page can send is answered, never raised.
+In Chromium (the built book served over http on 127.0.0.1, every other request refused): each
+chapter with an explorer is made live, every control is moved once, and after each move the summary
+must equal, word for word, what the same Python function returns for those values in this process,
+and the chart must change whenever the chart the function describes changed. Pages without an
+explorer load none of it; a page opened as a file says how to serve it.
+"""
+from __future__ import annotations
+
+import ast
+import html.parser
+import io
+import json
+import sys
+import zipfile
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from batchlab.formulas.roofline import roofline_curve
+from batchlab.lecture.case import CASE_STUDY
+from batchlab.ui.controls import LIVE_CLASS
+from batchlab.ui.explorers import web
+from batchlab.ui.explorers.batch import BatchExplorer
+from batchlab.ui.explorers.memory import MemoryExplorerSpec
+from batchlab.ui.explorers.tradeoff import TradeoffExplorerSpec
+from booktools import browser as chromium, live, live_page, render_check
+from tests.test_html import built  # noqa: F401  (the shared build fixture)
+
+LIVE_PAGES = ["book/4.1-definition", "book/4.3-memory", "book/4.4-efficiency", "book/4.5-case-study"]
+STILL_PAGES = ["book/preface", "book/4.2-convergence", "book/4.6-misconceptions", "book/glossary"]
+
+
+def text(fragment: str) -> str:
+    """The text a browser shows for an HTML fragment (its textContent)."""
+    parts: list[str] = []
+    parser = html.parser.HTMLParser(convert_charrefs=True)
+    parser.handle_data = parts.append
+    parser.feed(fragment)
+    parser.close()
+    return "".join(parts)
+
+
+def _curve():
+    return roofline_curve(CASE_STUDY.job.model, 280e12, 1.2e12, name="910B 下限（模型）")
+
+
+def explorers():
+    return [BatchExplorer(), MemoryExplorerSpec(), TradeoffExplorerSpec(_curve())]
+
+
+# ----------------------------------------------------------------------------- without a browser
+def test_the_page_runs_the_files_of_src_byte_for_byte():
+    archive = zipfile.ZipFile(io.BytesIO(live.sources_zip()))
+    assert sorted(archive.namelist()) == sorted(p.as_posix() for p in live.live_sources())
+    for name in archive.namelist():
+        assert archive.read(name) == (live.SRC / name).read_bytes(), name
+    assert "batchlab/ui/explorers/web.py" in archive.namelist()
+
+
+def _imports(path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_the_files_the_page_runs_need_only_the_standard_library_and_each_other():
+    """Pyodide has no numpy, matplotlib or ipywidgets here (none is vendored): an import of one, or
+    of a batchlab module left out of the zip, would break the page."""
+    shipped = {p.with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__") for p in live.live_sources()}
+    missing = {}
+    for rel in live.live_sources():
+        for module in _imports(live.SRC / rel):
+            top = module.split(".")[0]
+            ok = module in shipped if top == "batchlab" else top in sys.stdlib_module_names
+            if not ok:
+                missing.setdefault(rel.as_posix(), []).append(module)
+    assert missing == {}
+
+
+def test_the_marker_is_one_name():
+    assert LIVE_CLASS == live.MARKER
+
+
+@pytest.mark.parametrize("explorer", explorers(), ids=lambda e: e.name)
+def test_the_page_answers_what_the_notebook_shows(explorer):
+    """The same context, through JSON as the page carries it, gives the same summary and chart."""
+    context = json.dumps(explorer.context())
+    answer = json.loads(web.start(explorer.name, context))
+    panel = explorer.compute(explorer.initial_values())
+    assert answer["summary_html"] == panel.summary_html and answer["error"] is None
+    assert answer["chart"] == json.loads(json.dumps(panel.chart))
+    assert [c["name"] for c in answer["controls"]] == [c.name for c in explorer.controls(explorer.initial_values())]
+
+
+def test_the_widgets_are_made_from_the_declaration():
+    from batchlab.ui.memory import MemoryExplorer
+    from batchlab.ui.style import setup
+
+    setup()  # the Chinese font, as every chapter starts
+    widget = MemoryExplorer()
+    declared = widget.explorer.controls(widget.explorer.initial_values())
+    assert [c.name for c in declared] == list(widget.controls)
+    for control in declared:
+        shown = widget.controls[control.name]
+        assert shown.description == control.label
+        if control.kind in ("int", "float", "slider"):
+            assert (shown.min, shown.max) == (control.minimum, control.maximum)
+
+
+def test_a_refused_value_is_one_line_naming_it():
+    context = json.dumps(BatchExplorer().context())
+    values = {**BatchExplorer().initial_values(), "micro_batch_size": "abc"}
+    answer = json.loads(web.update("batch", context, json.dumps(values), "micro_batch_size"))
+    assert answer["chart"] is None and "micro_batch_size" in answer["error"] and "'abc'" in answer["error"]
+    assert "\n" not in answer["error"] and "Traceback" not in answer["summary_html"]
+    values["micro_batch_size"] = 4  # a contrary input: the same call now answers a plan
+    assert json.loads(web.update("batch", context, json.dumps(values), "micro_batch_size"))["error"] is None
+
+
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**9, 10**9), st.floats(allow_nan=True),
+                 st.text(max_size=8), st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=150, deadline=None)
+@given(index=st.integers(0, 2), name_index=st.integers(0, 20), value=JUNK)
+def test_any_value_the_page_sends_is_answered(index, name_index, value):
+    explorer = explorers()[index]
+    values = explorer.initial_values()
+    names = list(values)
+    changed = names[name_index % len(names)]
+    values[changed] = value
+    answer = json.loads(web.update(explorer.name, json.dumps(explorer.context()), json.dumps(values), changed))
+    assert (answer["error"] is None) == (answer["chart"] is not None)
+
+
+# ----------------------------------------------------------------------------- in Chromium
+def _moves(explorer, values: dict, control) -> list:
+    if control.options:
+        return [v for _, v in control.options if v != values[control.name]]
+    v = values[control.name]
+    step = 1 if control.kind in ("int", "slider") else (control.step or 0.5)
+    raw = [v * 2, v // 2 if control.kind in ("int", "slider") else v / 2, v + step, v - step, control.minimum]
+    return [x for x in raw if control.minimum <= x <= control.maximum and x != v]
+
+
+def _answer(name: str, context: str, values: dict, changed: str) -> dict:
+    return json.loads(web.update(name, context, json.dumps(values), changed))
+
+
+def _move_for(name, context, values, control) -> tuple[object, dict]:
+    """A new value for ``control`` that the explorer accepts and that changes what it shows."""
+    explorer = web.EXPLORERS[name].from_context(json.loads(context))
+    now = _answer(name, context, values, control.name)
+    for value in _moves(explorer, values, control):
+        answer = _answer(name, context, {**values, control.name: value}, control.name)
+        if answer["error"] is None and (answer["summary_html"], answer["chart"]) != (now["summary_html"], now["chart"]):
+            return value, answer
+    raise AssertionError(f"{name}.{control.name}: no move from {values[control.name]!r} changes anything")
+
+
+@pytest.fixture(scope="module")
+def served(built):  # noqa: F811
+    with chromium.launch(loopback=True) as b, chromium.serve(built.html) as origin:
+        yield b, origin
+
+
+@pytest.mark.parametrize("doc", LIVE_PAGES)
+def test_every_control_recomputes_with_the_books_python(served, doc):
+    b, origin = served
+    requested: list[str] = []
+    context = chromium.served_context(b, origin, requested)
+    try:
+        tab = context.new_page()
+        errors: list[str] = []
+        tab.on("pageerror", lambda e: errors.append(str(e)))
+        tab.goto(f"{origin}/{doc}.html", wait_until="load")
+        names = live_page.explorer_names(tab)
+        assert names, f"{doc}: no live explorer"
+        for i, name in enumerate(names):
+            live_page.make_live(tab, i)
+            ctx = tab.locator(f".{LIVE_CLASS}").nth(i).get_attribute("data-context")
+            explorer = web.EXPLORERS[name].from_context(json.loads(ctx))
+            values = explorer.initial_values()
+            assert live_page.read(tab, i)["summary"] == text(explorer.compute(values).summary_html)
+            for control_name in [c.name for c in explorer.controls(values)]:
+                control = next(c for c in explorer.controls(values) if c.name == control_name)
+                before = live_page.read(tab, i)
+                previous_chart = _answer(name, ctx, values, control_name)["chart"]
+                value, expected = _move_for(name, ctx, values, control)
+                live_page.set_control(tab, i, control.as_record(), value)
+                shown = live_page.read(tab, i)
+                assert shown["summary"] == text(expected["summary_html"]), (doc, name, control_name, value)
+                if expected["chart"] != previous_chart:
+                    assert shown["chart"] != before["chart"], (doc, name, control_name, "the figure did not change")
+                values = expected["values"]
+        assert [e for e in errors if not render_check.is_noise(e)] == []
+        assert [u for u in requested if u.startswith("refused:")] == []
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("doc", STILL_PAGES)
+def test_a_page_without_an_explorer_loads_no_pyodide(served, doc):
+    b, origin = served
+    requested: list[str] = []
+    context = chromium.served_context(b, origin, requested)
+    try:
+        tab = context.new_page()
+        tab.goto(f"{origin}/{doc}.html", wait_until="load")
+        tab.wait_for_timeout(1500)  # the widget manager has drawn whatever it draws
+        assert requested and not [u for u in requested if "/_static/live" in u or live.LIVE_SCRIPT in u]
+    finally:
+        context.close()
+
+
+def test_a_page_opened_as_a_file_says_how_to_serve_it(built, served):  # noqa: F811
+    b, _origin = served
+    blocked: list[str] = []
+    context = chromium.offline_context(b, blocked)  # file:// only
+    try:
+        tab = context.new_page()
+        tab.goto((built.html / "book" / "4.3-memory.html").as_uri(), wait_until="load")
+        tab.wait_for_selector(".bl-live-status", state="attached", timeout=60_000)
+        notice = tab.locator(f".{LIVE_CLASS}").first
+        assert notice.is_visible()  # untouched, the page (and its print) keeps the notebook's notice
+        tab.locator(".widget-vbox select").first.click()
+        status = tab.locator(".bl-live-status").first
+        assert "python -m http.server" in status.inner_text() and not notice.is_visible()
+        assert tab.locator(".widget-vbox").first.is_visible()  # the frozen explorer stays
+        assert not [u for u in blocked if "pyodide" in u]
+    finally:
+        context.close()
