@@ -14,6 +14,10 @@ What is measured, each the way a reader meets it:
   timed from the change to the new output being ready (observers run synchronously);
 * ``build_seconds`` — the strict HTML build as the README runs it (``scripts/build-book.sh``), into a
   fresh output folder, without the PDF (``BOOK_PDF=0``; printing it adds 30–40 s here); ``cli_seconds`` — ``python -m batchlab plan``, process start to exit;
+* ``live`` — that build served on 127.0.0.1 and opened in Chromium with an empty cache: the memory
+  explorer of 4.3 from the reader's first touch (scrolling to it) to live (Pyodide fetched and started,
+  the book's files unpacked, the first answer drawn), then its micro-batch slider moved 20 times, each
+  timed by the page from the change to the new summary and chart;
 * ``grade_seconds_per_notebook`` — ``grade`` on one submission, the book's first chapter as a student
   hands it in: copy, sandbox, kernel, every cell, the grader's judgement (reported, no budget: it is the
   chapter's own time plus the sandbox's start).
@@ -45,6 +49,8 @@ BUDGETS = {
     "kernel_peak_mb": 1200.0,           # Binder allows 2 GB
     "build_seconds": 60.0,
     "cli_seconds": 0.5,
+    "live_cold_seconds": 15.0,          # a page's explorer: first touch to live, Pyodide not cached
+    "live_update_median_ms": 300.0,     # a control moved in the live page to the new summary and chart
 }
 
 PEAK_RSS_CELL = """
@@ -122,12 +128,36 @@ def bench_grade(chapter: Path) -> float:
     return seconds
 
 
-def bench_build() -> float:
+def bench_build() -> tuple[float, dict]:
+    """The build's seconds, and the live explorer's timings in what it built."""
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         subprocess.run(["bash", str(ROOT / "scripts" / "build-book.sh"), "--path-output", out], cwd=ROOT,
                        check=True, capture_output=True, env={**os.environ, "BOOK_PDF": "0"})
-        return time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        return seconds, bench_live(Path(out) / "_build" / "html")
+
+
+def bench_live(html: Path) -> dict:
+    from batchlab.ui.explorers.memory import MAX_MICRO_BATCH
+    from booktools import browser, live_page
+
+    with browser.launch(loopback=True) as b, browser.serve(html) as origin:
+        context = browser.served_context(b, origin)  # a new context: nothing cached
+        try:
+            tab = context.new_page()
+            tab.goto(f"{origin}/book/4.3-memory.html", wait_until="load")
+            index = live_page.explorer_names(tab).index("memory")
+            ready_ms = live_page.make_live(tab, index)
+            slider = {"name": "micro_batch_size", "kind": "slider"}
+            times = []
+            for k in range(20):
+                live_page.set_control(tab, index, slider, 1 + (k * 7) % MAX_MICRO_BATCH)
+                times.append(live_page.read(tab, index)["update_ms"])
+        finally:
+            context.close()
+    return {"cold_seconds": ready_ms / 1000, "update_median_ms": statistics.median(times),
+            "update_max_ms": max(times), "updates": len(times)}
 
 
 def time_changes(widget, changes: list[tuple[str, object]]) -> dict:
@@ -212,6 +242,12 @@ def over_budget(report: dict) -> list[str]:
     for key, budget in (("build_seconds", "build_seconds"), ("cli_seconds", "cli_seconds")):
         if report[key] > BUDGETS[budget]:
             over.append(f"{key}: {report[key]:.2f} s > {BUDGETS[budget]} s")
+    live = report["live"]
+    if live["cold_seconds"] > BUDGETS["live_cold_seconds"]:
+        over.append(f"live explorer, first touch to live: {live['cold_seconds']:.1f} s > {BUDGETS['live_cold_seconds']} s")
+    if live["update_median_ms"] > BUDGETS["live_update_median_ms"]:
+        over.append(f"live explorer update: median {live['update_median_ms']:.0f} ms > "
+                    f"{BUDGETS['live_update_median_ms']} ms")
     return over
 
 
@@ -225,6 +261,10 @@ def text_report(report: dict) -> str:
         lines.append(f"widget {name:<24} median {w['median_ms']:6.1f} ms  worst {w['max_ms']:6.1f} ms  "
                      f"({w['updates']} changes)")
     lines.append(f"strict book build {report['build_seconds']:29.2f} s")
+    live = report["live"]
+    lines.append(f"live explorer (4.3, Chromium, empty cache)  first touch to live {live['cold_seconds']:5.1f} s, "
+                 f"update median {live['update_median_ms']:.0f} ms, worst {live['update_max_ms']:.0f} ms "
+                 f"({live['updates']} changes)")
     lines.append(f"cli plan (process start to exit) {report['cli_seconds']:14.3f} s")
     lines.append(f"grade one notebook (sandbox included) {report['grade_seconds_per_notebook']:9.2f} s")
     lines.append("budgets: " + ", ".join(f"{k} {v:g}" for k, v in BUDGETS.items()))
@@ -242,7 +282,7 @@ def main() -> int:
         "baseline_kernel_seconds": bench_baseline(),
         "notebooks": {path.stem: bench_notebook(path) for path in chapters},
         "widgets": bench_widgets(),
-        "build_seconds": bench_build(),
+        **dict(zip(("build_seconds", "live"), bench_build())),
         "cli_seconds": bench_cli(),
         "grade_seconds_per_notebook": bench_grade(chapters[0]),
         "budgets": BUDGETS,

@@ -113,7 +113,7 @@ def canvas_png(figure: "Figure") -> bytes:
     width, height = figure.canvas.get_width_height()
     buffer = io.BytesIO()
     PILImage.frombuffer("RGBA", (width, height), figure.canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(
-        buffer, format="png", compress_level=1)
+        buffer, format="png", compress_level=1, dpi=(figure.dpi, figure.dpi))  # the page's legibility check reads it
     return buffer.getvalue()
 
 
