@@ -41,3 +41,40 @@ def test_the_pattern_catches_reprs():
         assert REPR.search(bad), bad
     for good in ("落在 [9.2, 94.8]", "阶段 0–3 最多同时持有的微批次 4、3、2、1", "1.1×10⁻⁷", "成立", "2.0 GiB"):
         assert not REPR.search(good), good
+
+
+# Codes of the job record (batchlab.ui.names.CODE_NAMES: gpipe, 1f1b, none, selective, full, bf16-mixed, adam…)
+# stay in code; a reader's table or line says the glossary's name (batchlab.ui.names.name).
+from batchlab.ui.names import CODE_NAMES, name  # noqa: E402
+
+CODE = re.compile(r"(?<![\w-])(?:" + "|".join(sorted(map(re.escape, CODE_NAMES), key=len, reverse=True)) + r")(?![\w-])")
+
+
+@pytest.mark.parametrize("path", sorted(BOOK.glob("4.*.ipynb")), ids=lambda p: p.stem)
+def test_no_code_names_in_what_readers_see(path):
+    assert [line for line in reader_lines(path) if CODE.search(line)] == []
+
+
+def test_the_code_pattern_catches_code_names():
+    for bad in ("gpipe  1.00", "重计算 selective", "1f1b：峰值 80%", "bf16-mixed  sgd-momentum", "adam 3e-3", "none"):
+        assert CODE.search(bad), bad
+    for good in ("GPipe", "1F1B", "选择性重计算", "fp32 全精度", "Adam", "不重计算", "带动量的 SGD", name("precision", "bf16-mixed")):
+        assert not CODE.search(good), good
+
+
+# Numbers for people (batchlab.ui.numbers): a count has thousands separators, and a large quantity has no
+# run of decimals — a raw byte count (25159499776) or a rate to three decimals (5123.457 tokens/s) is not.
+RAW_NUMBER = re.compile(r"(?<![\w.,×^⁰¹²³⁴⁵⁶⁷⁸⁹-])(?:\d{5,}(?![\d,])|\d{4,}\.\d{2,})")
+
+
+@pytest.mark.parametrize("path", sorted(BOOK.glob("4.*.ipynb")), ids=lambda p: p.stem)
+def test_numbers_are_formatted_for_people(path):
+    assert [line for line in reader_lines(path) if RAW_NUMBER.search(line)] == []
+
+
+def test_the_number_pattern_catches_raw_numbers():
+    for bad in ("激活值 25159499776", "tokens/s 5123.457", "  1048576  ", "峰值 123456 字节"):
+        assert RAW_NUMBER.search(bad), bad
+    for good in ("25,159,499,776", "5,120", "23.4 GiB", "1.1×10⁻⁷", "2.345", "M = 1024", "2019 年", "1,234.5",
+                 "npu-smi-23.0-8cards", "种子 0"):
+        assert not RAW_NUMBER.search(good), good

@@ -27,7 +27,7 @@ CLAIMS: dict[str, Claim] = {
     "early-fast": Claim("小批次前期收敛快（按样本计）", "在每个早期样本预算下，最小批次的验证损失都严格低于其他批次"),
     "late-oscillation": Claim("小批次后期震荡",
                               f"后半程固定验证集上的损失在相邻两次评估之间回升至少 {OSCILLATION_MIN_RISES} 次"),
-    "balanced": Claim("中等批次“均衡”（B 与噪声尺度同一量级）",
+    "balanced": Claim("中等批次均衡（B 与噪声尺度同一量级）",
                       "B 落在 [初始化时 B_simple 的一半, 训练后 B_simple 的 2 倍] 之内"),
     "needs-schedule": Claim("中等批次需配合学习率调度", "各自调好学习率后，预热 + 余弦的验证损失低于恒定学习率"),
     "needs-linear": Claim("大批次需线性缩放学习率",
@@ -45,7 +45,7 @@ CLAIMS: dict[str, Claim] = {
     # 4.6
     "memory-only": Claim("批大小只影响显存",
                          f"除显存外，每个量的变化都在 ±{UNCHANGED_TOLERANCE:.0%} 以内"),
-    "remedy-helps": Claim("衰减学习率或增大批大小能消除小批次的噪声地板",
+    "remedy-helps": Claim("小批次后期需要逐步增大批大小或降低学习率",
                           "每个种子上，补救做法的最终验证损失都低于恒定学习率的 B=8"),
     "small-slow": Claim("小批次一定收敛慢", "各自调好学习率后，前期 B=8 并非在每个种子、每个早期样本预算都比 B=64 低"),
     "lr-coupled": Claim("批大小与学习率耦合",
