@@ -75,7 +75,7 @@ def test_both_gradient_conventions_are_in_the_table():
     assert sum(bytes_per_param("bf16-mixed", "adam").values()) == 16
     assert sum(bytes_per_param("bf16-mixed", "adam", fp32_grads=True).values()) == 18
     table = _output_of("bytes_per_param(precision, optimizer, fp32_grads=fp32_grads)")
-    megatron = [line for line in table.splitlines() if "Megatron-LM" in line and " adam " in f" {line} "]
+    megatron = [line for line in table.splitlines() if "Megatron-LM" in line and " Adam " in f" {line} "]
     assert len(megatron) == 1 and megatron[0].split()[-1] == "18"
     assert "ZeRO" in _prose() and "18" in _prose()
 
@@ -140,8 +140,8 @@ def test_batch_arithmetic_binds_with_recompute_and_memory_without():
     both = max(b for b in runnable_micro_batch_sizes(CASE)
                if stage_memory(replace(CASE, micro_batch_size=b)).peak_memory_fraction <= 0.9)
     assert both == CASE_STUDY_TUNED.job.micro_batch_size
-    printed = _output_of("runnable_micro_batch_sizes(case)")
-    full_row = next(line for line in printed.splitlines() if line.startswith("full"))
+    printed = _output_of("grow_micro_batch(lambda b: case_fraction(b, mode)")
+    full_row = next(line for line in printed.splitlines() if line.startswith("完全重计算"))
     assert full_row.split()[1:2] == [str(_memory_bound("full"))] and full_row.split()[-1] == "批次算术"
 
 
@@ -180,7 +180,7 @@ def test_headroom_of_a_90_percent_reading_against_the_largest_transient():
     readings = [(max(stage_memory(replace(CASE, micro_batch_size=b, recompute=mode)).peak_bytes_per_stage) + idle) / capacity
                 for mode in ("none", "selective", "full") for b in allowed]
     assert not any(0.85 <= r <= 0.90 for r in readings)
-    assert "[]" in _output_of("in_band(reading(")
+    assert "85%–90% 的：没有" in _output_of("in_band(reading(")
 
 
 # 7–10. tied embedding, GPipe's re-materialisation, the fixture's provenance, the stage index
@@ -196,7 +196,7 @@ def test_last_stage_pays_for_the_tied_matrix():
 def test_prose_names_gpipe_rematerialisation_and_the_fixture_status():
     prose = _prose()
     assert "{cite:t}`huang2019gpipe`" in prose and "re-materialization" in prose
-    assert "重建的样例" in prose and "npu-smi-23.0-8cards.txt" in prose
+    assert "重建的样例" in prose and "这份样例输出" in prose
 
 
 def test_stage_index_is_i_not_s():

@@ -34,9 +34,9 @@ CLAIMS: dict[str, Claim] = {
                           "不加预热、加预热两组同类比较中，线性缩放的平均验证损失都低于平方根缩放"),
     "needs-lamb": Claim("超大批次需特殊优化器（如 LAMB）", "各自调好学习率后，LAMB 的验证损失低于 Adam"),
     # 4.3
-    "meter-linear": Claim("激活值与 B 成直线，且与公式一致",
+    "meter-linear": Claim("激活值与 B 近似线性（计量器读数是 B 的直线，且与公式一致）",
                           "计量器读数离最小二乘直线的最大偏差 ≤ 1%，斜率与公式之比在 0.97–1.03"),
-    "device-linear": Claim("卡上的激活显存与 B 近似线性", "需要 NPU/GPU 上分配器的字节数"),
+    "device-linear": Claim("卡上的激活显存与 B 近似线性", "NPU/GPU 上分配器报告的激活字节数离直线的最大偏差 ≤ 1%"),
     "states-constant": Claim("参数、梯度与优化器状态与 B 无关", "各 B 下逐字节相等"),
     "small-micro-bubble": Claim("微批次过小 → 流水线填充不足 → 气泡", "最小微批次的气泡占比大于最大微批次的"),
     # 4.4
