@@ -75,8 +75,8 @@ class ClaimCard:
     def html(self) -> str:
         e = html.escape
         items = "；".join(
-            f'<span class="{HTML_CLASS}__item">' + (f"{e(label)}：" if label else "")
-            + f'<span class="{HTML_CLASS}__value">{e(value)}</span></span>' for label, value in self.measurement)
+            f'<span class="{HTML_CLASS}__item">' + (f'{e(label)}：<span class="{HTML_CLASS}__value">{e(value)}</span>'
+                                                   if label else e(value)) + "</span>" for label, value in self.measurement)
         rows = [("判据", e(self.criterion)), ("测量", items)] + ([("注", e(self.note))] if self.note else [])
         body = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows)
         return (f'<div class="{HTML_CLASS} {HTML_CLASS}--{_MODIFIER[self.verdict]}">'
