@@ -27,12 +27,14 @@ from batchlab.ui.controls import LIVE_CLASS
 from batchlab.ui.explorers import web
 from batchlab.ui.explorers.batch import BatchExplorer
 from batchlab.ui.explorers.memory import MemoryExplorerSpec
+from batchlab.ui.explorers.noise import NoiseExplorerSpec
 from batchlab.ui.explorers.tradeoff import TradeoffExplorerSpec
 from booktools import browser as chromium, live, live_page, render_check
 from tests.test_html import built  # noqa: F401  (the shared build fixture)
 
-LIVE_PAGES = ["book/4.1-definition", "book/4.3-memory", "book/4.4-efficiency", "book/4.5-case-study"]
-STILL_PAGES = ["book/preface", "book/4.2-convergence", "book/4.6-misconceptions", "book/glossary"]
+LIVE_PAGES = ["book/4.1-definition", "book/4.2-convergence", "book/4.3-memory", "book/4.4-efficiency",
+              "book/4.5-case-study"]
+STILL_PAGES = ["book/preface", "book/4.6-misconceptions", "book/glossary", "book/instructors"]
 
 
 def text(fragment: str) -> str:
@@ -49,8 +51,18 @@ def _curve():
     return roofline_curve(CASE_STUDY.job.model, 280e12, 1.2e12, name="910B 下限（模型）")
 
 
+def _noise() -> NoiseExplorerSpec:
+    """A small measured-looking run: the cloud shrinks as 1/√B, the last B is the whole data set."""
+    sizes = [1, 2, 4, 8]
+    cloud = {"batch_sizes": sizes, "center": [1.0, 0.0],
+             "points": [[[1 + 0.3 * k / b ** 0.5, 0.2 * (k % 3 - 1) / b ** 0.5] for k in range(-4, 5)] for b in sizes]}
+    stats = {"batch_sizes": sizes, "rel_error": [0.9, 0.6, 0.4, 0.0], "rel_error_theory": [0.95, 0.62, 0.38, 0.0],
+             "cosine": [0.7, 0.8, 0.9, 1.0], "sq_error": [0.8, 0.36, 0.16, 0.0], "sq_error_theory": [0.9, 0.38, 0.14, 0.0]}
+    return NoiseExplorerSpec(cloud, stats, base_batch=2, lr_rule="sqrt")
+
+
 def explorers():
-    return [BatchExplorer(), MemoryExplorerSpec(), TradeoffExplorerSpec(_curve())]
+    return [BatchExplorer(), MemoryExplorerSpec(), TradeoffExplorerSpec(_curve()), _noise()]
 
 
 # ----------------------------------------------------------------------------- without a browser
@@ -131,7 +143,7 @@ JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**9, 10**9), st.floats
 
 
 @settings(max_examples=150, deadline=None)
-@given(index=st.integers(0, 2), name_index=st.integers(0, 20), value=JUNK)
+@given(index=st.integers(0, 3), name_index=st.integers(0, 20), value=JUNK)
 def test_any_value_the_page_sends_is_answered(index, name_index, value):
     explorer = explorers()[index]
     values = explorer.initial_values()
@@ -147,6 +159,8 @@ def _moves(explorer, values: dict, control) -> list:
     if control.options:
         return [v for _, v in control.options if v != values[control.name]]
     v = values[control.name]
+    if control.kind == "log":
+        return [x for x in (v * 2, v / 2, control.minimum) if control.minimum <= x <= control.maximum and x != v]
     step = 1 if control.kind in ("int", "slider") else (control.step or 0.5)
     raw = [v * 2, v // 2 if control.kind in ("int", "slider") else v / 2, v + step, v - step, control.minimum]
     return [x for x in raw if control.minimum <= x <= control.maximum and x != v]

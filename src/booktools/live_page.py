@@ -7,6 +7,8 @@ Explorers are numbered in page order (0, 1, …); a control is the record its ex
 """
 from __future__ import annotations
 
+import math
+
 READY_TIMEOUT_MS = 120_000
 UPDATE_TIMEOUT_MS = 20_000
 
@@ -59,8 +61,9 @@ def set_control(tab, index: int, control: dict, value) -> None:
         field = row.locator("input")
         field.fill(str(value))
         field.dispatch_event("change")
-    elif kind in ("slider", "steps"):
-        position = value if kind == "slider" else [v for _, v in control["options"]].index(value)
+    elif kind in ("slider", "steps", "log"):
+        position = {"slider": lambda: value, "log": lambda: math.log10(value),
+                    "steps": lambda: [v for _, v in control["options"]].index(value)}[kind]()
         row.locator("input").evaluate("(el, v) => { el.value = v; el.dispatchEvent(new Event('change')); }",
                                       position)
     elif kind == "choice":

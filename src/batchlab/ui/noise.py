@@ -5,16 +5,13 @@ redraws, so a change of B feels instant.
 """
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
-from batchlab.formulas.checks import one_of
-from batchlab.formulas.scaling import LR_RULES, scale_lr
 from batchlab.ui.colours import PALETTE
-from batchlab.ui.controls import kernel_notice
-from batchlab.ui.explorers.spec import render_error_html
+from batchlab.ui.controls import kernel_notice, make_widget
+from batchlab.ui.explorers.noise import NoiseExplorerSpec
 from batchlab.ui.style import FIGURE_WIDTH, canvas_png, new_axes, show_png
 
 if TYPE_CHECKING:
@@ -22,7 +19,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["plot_estimate_error", "plot_gradient_cloud", "plot_variance_curve", "updated_artists",
-           "NoiseExplorer", "render_noise_summary_html"]
+           "NoiseExplorer"]
 
 
 def plot_estimate_error(stats: dict) -> "Figure":
@@ -173,17 +170,6 @@ def updated_artists(ax: "Axes") -> list:
     return out
 
 
-def render_noise_summary_html(batch_size: int, rel_error: float, rel_error_theory: float, cosine: float,
-                              rule: str, lr: float, base_batch: int, base_lr: float) -> str:
-    """The explorer's one-line summary; every number is passed in, none is computed here."""
-    return (
-        f"<div>B = <b>{batch_size}</b>：噪声（相对误差 ‖G_B - G‖/‖G‖）= <b>{rel_error:.3f}</b>"
-        f"（理论 {rel_error_theory:.3f}），与 G 的平均余弦 = <b>{cosine:.3f}</b>；"
-        f"{LR_RULES.get(rule, html.escape(rule))}（基准 B = {base_batch}，lr = {base_lr:.3g}）"
-        f"给出学习率 <b>{lr:.3g}</b></div>"
-    )
-
-
 class NoiseExplorer(widgets.VBox):
     """Gradient-noise explorer for 4.2: pick B, see the cloud of mini-batch gradients around G shrink
     and the 1/B error curve, and read the learning rate a scaling rule gives for that B.
@@ -200,29 +186,13 @@ class NoiseExplorer(widgets.VBox):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        sizes = list(cloud["batch_sizes"])
-        missing = [b for b in sizes if b not in stats["batch_sizes"]]
-        if missing:
-            raise ValueError(f"梯度云的批大小 {missing} 在 stats 里没有（stats 有 {list(stats['batch_sizes'])}）："
-                             "请用同一组批大小计算两者")
-        one_of("lr_rule", lr_rule, LR_RULES)
+        self.explorer = NoiseExplorerSpec(cloud, stats, base_batch, base_lr, lr_rule, batch_size)
         self.cloud, self.stats = cloud, stats
-        start = batch_size if batch_size is not None else (base_batch if base_batch in sizes else sizes[0])
-        if start not in sizes:
-            raise ValueError(f"batch_size = {start!r}：不在预先算好的批大小 {sizes} 之中")
+        values = self.explorer.initial_values()
         style = {"description_width": "110px"}
-        self.controls = {
-            "batch_size": widgets.SelectionSlider(options=sizes, value=start, description="批大小 B",
-                                                  style=style, continuous_update=True,
-                                                  layout=widgets.Layout(width="420px")),
-            "lr_rule": widgets.ToggleButtons(options=[(LR_RULES[k], k) for k in LR_RULES],
-                                             value=lr_rule, description="学习率规则", style=style),
-            "base_batch": widgets.BoundedIntText(value=base_batch, min=1, max=1_000_000,
-                                                 description="基准批大小", style=style,
-                                                 layout=widgets.Layout(width="220px")),
-            "base_lr": widgets.FloatLogSlider(value=base_lr, base=10, min=-5, max=0, step=0.05,
-                                              readout_format=".1e", description="基准学习率", style=style),
-        }
+        layouts = {"batch_size": widgets.Layout(width="420px"), "base_batch": widgets.Layout(width="220px")}
+        self.controls = {c.name: make_widget(c, values[c.name], style, layouts.get(c.name))
+                         for c in self.explorer.controls(values)}
         self.summary = widgets.HTML()
         self.output = widgets.Output()
         self.figure = Figure(figsize=(FIGURE_WIDTH, 3.9))
@@ -235,7 +205,7 @@ class NoiseExplorer(widgets.VBox):
         self.controls["batch_size"].observe(self._on_batch_size, names="value")
         for name in ("lr_rule", "base_batch", "base_lr"):
             self.controls[name].observe(self._update_summary, names="value")
-        super().__init__([kernel_notice(), self.controls["batch_size"], self.controls["lr_rule"],
+        super().__init__([kernel_notice(self.explorer), self.controls["batch_size"], self.controls["lr_rule"],
                           widgets.HBox([self.controls["base_batch"], self.controls["base_lr"]]),
                           self.summary, self.output])
         self._on_batch_size()
@@ -273,13 +243,4 @@ class NoiseExplorer(widgets.VBox):
         return canvas_png(self.figure)
 
     def _update_summary(self, _change: object = None) -> None:
-        values = {name: c.value for name, c in self.controls.items()}
-        i = list(self.stats["batch_sizes"]).index(values["batch_size"])
-        try:
-            lr = scale_lr(values["base_lr"], values["base_batch"], values["batch_size"], values["lr_rule"])
-        except ValueError as err:
-            self.summary.value = render_error_html(str(err))
-            return
-        self.summary.value = render_noise_summary_html(
-            values["batch_size"], self.stats["rel_error"][i], self.stats["rel_error_theory"][i],
-            self.stats["cosine"][i], values["lr_rule"], lr, values["base_batch"], values["base_lr"])
+        self.summary.value = self.explorer.compute({name: c.value for name, c in self.controls.items()}).summary_html

@@ -12,13 +12,14 @@ import json
 
 from batchlab.ui.explorers.batch import BatchExplorer
 from batchlab.ui.explorers.memory import MemoryExplorerSpec
+from batchlab.ui.explorers.noise import NoiseExplorerSpec
 from batchlab.ui.explorers.spec import Explorer, Panel, render_error_html
 from batchlab.ui.explorers.tradeoff import TradeoffExplorerSpec
 
 __all__ = ["EXPLORERS", "answer", "start", "update"]
 
 EXPLORERS: dict[str, type[Explorer]] = {cls.name: cls for cls in (BatchExplorer, MemoryExplorerSpec,
-                                                                 TradeoffExplorerSpec)}
+                                                                 TradeoffExplorerSpec, NoiseExplorerSpec)}
 """Every explorer the page can run, by the name its marker carries."""
 
 
