@@ -65,7 +65,7 @@ def get_config(name: str, **overrides: object) -> GPTConfig:
     """Return the preset called ``name`` (e.g. ``"gpt2-xl"``), optionally with fields replaced."""
     try:
         config = PRESETS[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: an unhashable value (a list from a page) is no name either
         raise ValueError(f"model = {name!r}：未知模型，可选 {', '.join(PRESETS)}") from None
     return replace(config, **overrides) if overrides else config
 

@@ -11,7 +11,7 @@ from batchlab.formulas.job import LIMITS
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.ui.colours import PALETTE, WARNING_COLOUR
-from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html
+from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html, responsive
 from batchlab.ui.numbers import percent
 
 __all__ = ["BatchExplorer", "render_plan_html", "MAX_STAGES"]
@@ -51,15 +51,15 @@ def bubble_chart(plan: BatchPlan) -> dict:
     p, m = plan.pipeline_stages, plan.num_microbatches
     last = max(4 * p, 2 * m, 8)
     counts = sorted({max(1, round(last * k / 60)) for k in range(1, 61)} | {m})
-    return {
+    return responsive({
         "textStyle": {"fontFamily": CHART_FONT, "fontSize": 13},
         "aria": {"enabled": True},
-        "title": {"text": f"p = {p} 个阶段时气泡占比随微批次数 m 的变化", "textStyle": {"fontSize": 14}},
-        "grid": {"left": 56, "right": 20, "top": 44, "bottom": 48},
+        "title": {"text": f"p = {p} 个阶段时气泡占比随微批次数 m 的变化", "left": "center", "textStyle": {"fontSize": 14}},
+        "grid": {"left": 64, "right": 20, "top": 44, "bottom": 48},
         "tooltip": {"trigger": "axis"},
         "xAxis": {"type": "value", "name": "每个副本的微批次数 m", "nameLocation": "middle", "nameGap": 28,
                   "min": 1, "max": last},
-        "yAxis": {"type": "value", "name": "气泡占比 (%)", "min": 0, "max": 100},
+        "yAxis": {"type": "value", "name": "气泡占比 (%)", "nameLocation": "middle", "nameGap": 40, "min": 0, "max": 100},
         "series": [
             {"type": "line", "name": "(p-1)/(m+p-1)", "showSymbol": False, "color": PALETTE[0],
              "data": [[c, round(100 * bubble_fraction(p, c), 2)] for c in counts]},
@@ -67,7 +67,7 @@ def bubble_chart(plan: BatchPlan) -> dict:
              "data": [[m, round(100 * plan.bubble_fraction, 2)]],
              "label": {"show": True, "position": "top", "formatter": f"m = {m}：{percent(plan.bubble_fraction)}"}},
         ],
-    }
+    })
 
 
 class BatchExplorer(Explorer):

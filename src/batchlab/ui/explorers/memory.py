@@ -16,7 +16,7 @@ from batchlab.formulas.precision import PRECISIONS, default_precision
 from batchlab.formulas.presets import PRESETS, get_config
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.ui.colours import FIT_COLOUR, MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, WARNING_COLOUR
-from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html
+from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html, responsive
 
 __all__ = ["MEMORY_PARTS", "memory_unit", "share_text", "render_memory_summary_html", "seq_len_options",
            "memory_title", "memory_chart", "MemoryExplorerSpec", "MAX_MICRO_BATCH", "MAX_STAGES"]
@@ -117,19 +117,19 @@ def memory_chart(report: MemoryReport, measured: list | None, title: str) -> dic
         series.append({"type": "scatter", "name": "实测峰值", "symbol": "diamond", "symbolSize": 11,
                        "color": MEASURED_COLOUR, "z": 5,
                        "data": [[i, round(v / scale, 4)] for i, v in enumerate(measured) if v is not None]})
-    return {
+    return responsive({
         "textStyle": {"fontFamily": CHART_FONT, "fontSize": 13},
         "aria": {"enabled": True},
-        "title": {"text": title, "textStyle": {"fontSize": 14}},
+        "title": {"text": title, "left": "center", "textStyle": {"fontSize": 14}},
         "legend": {"bottom": 0},
         "tooltip": {"trigger": "axis", "axisPointer": {"type": "shadow"}},
         "grid": {"left": 60, "right": 16, "top": 48, "bottom": 72},
         "xAxis": {"type": "category", "data": [f"阶段 {i}" for i in range(len(stages))], "name": "流水线阶段",
                   "nameLocation": "middle", "nameGap": 26},
-        "yAxis": {"type": "value", "name": f"峰值显存 ({unit})",
+        "yAxis": {"type": "value", "name": f"峰值显存 ({unit})", "nameLocation": "middle", "nameGap": 40,
                   "max": _round_up(max([capacity, *report.peak_bytes_per_stage, *shown]) / scale * 1.1)},
         "series": series,
-    }
+    })
 
 
 def _round_up(value: float) -> float:

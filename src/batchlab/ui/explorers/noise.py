@@ -13,7 +13,7 @@ import html
 from batchlab.formulas.checks import one_of
 from batchlab.formulas.scaling import LR_RULES, scale_lr
 from batchlab.ui.colours import PALETTE
-from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html
+from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html, responsive
 
 __all__ = ["render_noise_summary_html", "noise_chart", "NoiseExplorerSpec", "STATS_KEYS", "MIN_LR", "MAX_LR"]
 
@@ -54,12 +54,17 @@ def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
     def r(v: float) -> float:
         return float(f"{v:.4g}")
 
-    return {
+    # a phone stacks the two panels
+    narrow = {"title": [{"left": "center", "top": 0, "textStyle": {"fontSize": 12}},
+                        {"left": "center", "top": "47%", "textStyle": {"fontSize": 12}}],
+              "grid": [{"left": 40, "right": 12, "top": 28, "height": "34%"},
+                       {"left": 56, "right": 12, "top": "53%", "bottom": 110}]}
+    return responsive({
         "textStyle": {"fontFamily": CHART_FONT, "fontSize": 13},
         "aria": {"enabled": True},
-        "title": [{"text": f"B = {batch_size}：{len(cloud['points'][i])} 个小批量梯度估计", "left": "2%",
+        "title": [{"text": f"B = {batch_size}：{len(cloud['points'][i])} 个小批量梯度估计", "left": "6%",
                    "textStyle": {"fontSize": 14}},
-                  {"text": "误差随 B 按 1/B 下降", "left": "56%", "textStyle": {"fontSize": 14}}],
+                  {"text": "误差随 B 按 1/B 下降", "left": "64%", "textStyle": {"fontSize": 14}}],
         "legend": {"bottom": 0},
         "tooltip": {"trigger": "item"},
         "grid": [{"left": "9%", "width": "36%", "top": 48, "bottom": 96},
@@ -68,9 +73,10 @@ def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
                    "min": r(mid[0] - half), "max": r(mid[0] + half), "axisLabel": {"show": False}},
                   {"gridIndex": 1, "type": "log", "logBase": 2, "name": "批大小 B", "nameLocation": "middle",
                    "nameGap": 24, "min": min(sizes), "max": max(sizes)}],
-        "yAxis": [{"gridIndex": 0, "type": "value", "name": "横向（e2）", "min": r(mid[1] - half),
+        "yAxis": [{"gridIndex": 0, "type": "value", "name": "横向（e2）", "nameLocation": "middle", "nameGap": 12,
+                   "min": r(mid[1] - half),
                    "max": r(mid[1] + half), "axisLabel": {"show": False}},
-                  {"gridIndex": 1, "type": "log", "name": "E‖G_B - G‖²"}],
+                  {"gridIndex": 1, "type": "log", "name": "E‖G_B - G‖²", "nameLocation": "middle", "nameGap": 40}],
         "series": [
             {"type": "scatter", "name": "小批量估计 G_B", "xAxisIndex": 0, "yAxisIndex": 0, "symbolSize": 5,
              "itemStyle": {"color": PALETTE[0], "opacity": 0.45},
@@ -86,7 +92,7 @@ def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
              "itemStyle": {"color": "rgba(0,0,0,0)", "borderColor": PALETTE[3], "borderWidth": 2},
              "data": [[batch_size, r(stats["sq_error"][j])]] if j in keep else []},
         ],
-    }
+    }, narrow)
 
 
 class NoiseExplorerSpec(Explorer):

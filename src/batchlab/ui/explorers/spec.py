@@ -18,10 +18,22 @@ from typing import Any, ClassVar
 from batchlab.formulas.checks import between, one_of, whole
 from batchlab.ui.colours import ERROR_COLOUR
 
-__all__ = ["Control", "Panel", "Explorer", "render_error_html", "CHART_FONT"]
+__all__ = ["Control", "Panel", "Explorer", "render_error_html", "CHART_FONT", "NARROW_PX", "responsive"]
 
 CHART_FONT = '"Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", sans-serif'
 """The browser charts' font: the page's Chinese font first, so CJK and Latin text are drawn alike."""
+
+
+NARROW_PX = 520
+"""A chart narrower than this (a phone's column) gets the ``narrow`` layout of :func:`responsive`."""
+
+
+def responsive(option: dict, narrow: dict | None = None) -> dict:
+    """An ECharts option with a media query: ``option`` everywhere, and on a chart narrower than
+    :data:`NARROW_PX` its title wrapped and smaller, the plot lower (and ``narrow``'s changes)."""
+    phone = {"title": {"textStyle": {"fontSize": 12, "width": NARROW_PX - 200, "overflow": "break"}},
+             "grid": {"top": 72}}
+    return {"baseOption": option, "media": [{"query": {"maxWidth": NARROW_PX}, "option": {**phone, **(narrow or {})}}]}
 
 
 def render_error_html(message: str) -> str:

@@ -16,7 +16,7 @@ from batchlab.formulas.throughput import StepModel, model_step
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.ui.colours import ERROR_COLOUR, OVERFLOW_COLOUR, PALETTE
-from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html
+from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html, responsive
 from batchlab.ui.numbers import percent
 
 __all__ = ["render_tradeoff_html", "tradeoff_chart", "TradeoffExplorerSpec"]
@@ -63,17 +63,17 @@ def tradeoff_chart(candidates: list[dict], current: int) -> dict:
         series.append({"type": "scatter", "name": "模型下最快（放得下）", "symbol": "diamond", "symbolSize": 16,
                        "color": PALETTE[1], "z": 3,
                        "data": [[str(best["micro_batch_size"]), round(best["tokens_per_second"], 1)]]})
-    return {
+    return responsive({
         "textStyle": {"fontFamily": CHART_FONT, "fontSize": 13},
         "aria": {"enabled": True},
-        "title": {"text": "每个微批次大小的模型估计吞吐（点上数字：气泡占比）", "textStyle": {"fontSize": 14}},
+        "title": {"text": "每个微批次大小的模型估计吞吐（点上数字：气泡占比）", "left": "center", "textStyle": {"fontSize": 14}},
         "legend": {"bottom": 0},
         "tooltip": {"trigger": "axis"},
-        "grid": {"left": 64, "right": 16, "top": 48, "bottom": 72},
+        "grid": {"left": 72, "right": 16, "top": 48, "bottom": 72},
         "xAxis": {"type": "category", "data": sizes, "name": "微批次大小", "nameLocation": "middle", "nameGap": 26},
-        "yAxis": {"type": "value", "name": "tokens/s", "min": 0},
+        "yAxis": {"type": "value", "name": "tokens/s", "nameLocation": "middle", "nameGap": 52, "min": 0},
         "series": series,
-    }
+    })
 
 
 class TradeoffExplorerSpec(Explorer):
