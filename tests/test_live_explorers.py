@@ -253,3 +253,22 @@ def test_a_page_opened_as_a_file_says_how_to_serve_it(built, served):  # noqa: F
         assert not [u for u in blocked if "pyodide" in u]
     finally:
         context.close()
+
+
+def test_without_webassembly_the_page_says_so(served):
+    b, origin = served
+    requested: list[str] = []
+    context = chromium.served_context(b, origin, requested)
+    context.add_init_script("delete globalThis.WebAssembly")  # a browser without it, as some locked-down ones are
+    try:
+        tab = context.new_page()
+        tab.goto(f"{origin}/book/4.1-definition.html", wait_until="load")
+        assert tab.evaluate("typeof WebAssembly") == "undefined"
+        tab.wait_for_selector(".bl-live-status", state="attached", timeout=60_000)
+        tab.locator(".widget-vbox input").first.click()
+        status = tab.locator(".bl-live-status").first
+        assert "不支持 WebAssembly" in status.inner_text()
+        assert tab.locator(".widget-vbox").first.is_visible()
+        assert not [u for u in requested if "pyodide" in u]
+    finally:
+        context.close()
