@@ -187,6 +187,7 @@ def served(built):  # noqa: F811
         yield b, origin
 
 
+@pytest.mark.slow  # builds the book and runs Chromium, as tests/test_html.py
 @pytest.mark.parametrize("doc", LIVE_PAGES)
 def test_every_control_recomputes_with_the_books_python(served, doc):
     b, origin = served
@@ -222,6 +223,7 @@ def test_every_control_recomputes_with_the_books_python(served, doc):
         context.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc", STILL_PAGES)
 def test_a_page_without_an_explorer_loads_no_pyodide(served, doc):
     b, origin = served
@@ -236,6 +238,7 @@ def test_a_page_without_an_explorer_loads_no_pyodide(served, doc):
         context.close()
 
 
+@pytest.mark.slow
 def test_a_page_opened_as_a_file_says_how_to_serve_it(built, served):  # noqa: F811
     b, _origin = served
     blocked: list[str] = []
@@ -255,6 +258,7 @@ def test_a_page_opened_as_a_file_says_how_to_serve_it(built, served):  # noqa: F
         context.close()
 
 
+@pytest.mark.slow
 def test_without_webassembly_the_page_says_so(served):
     b, origin = served
     requested: list[str] = []
