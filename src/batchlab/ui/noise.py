@@ -206,7 +206,7 @@ class NoiseExplorer(widgets.VBox):
         for name in ("lr_rule", "base_batch", "base_lr"):
             self.controls[name].observe(self._update_summary, names="value")
         super().__init__([kernel_notice(self.explorer), self.controls["batch_size"], self.controls["lr_rule"],
-                          widgets.HBox([self.controls["base_batch"], self.controls["base_lr"]]),
+                          self.controls["base_batch"], self.controls["base_lr"],  # one per row: a phone's column
                           self.summary, self.output])
         self._on_batch_size()
 
