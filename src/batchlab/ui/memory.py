@@ -17,6 +17,7 @@ from batchlab.lecture.case import CASE_STUDY
 from batchlab.ui.colours import MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE
 from batchlab.ui.controls import kernel_notice, make_widget, set_options
 from batchlab.ui.explorers.memory import MEMORY_PARTS, MemoryExplorerSpec, memory_unit, share_text
+from batchlab.ui.names import name
 from batchlab.ui.style import FIGURE_WIDTH, canvas_png, clear_artists, new_axes, show_png
 
 if TYPE_CHECKING:
@@ -161,10 +162,11 @@ def plot_activation_check(batch_sizes: Sequence[int], modelled: Mapping[str, Seq
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.8))
     for mode in modelled:
         marker, colour = _MODE_STYLE.get(mode, ("D", PALETTE[3]))
-        ax.plot(batch_sizes, [v / 2**20 for v in modelled[mode]], "--", color=colour, lw=1.4, label=f"模型：{mode}")
+        label = name("recompute", mode)
+        ax.plot(batch_sizes, [v / 2**20 for v in modelled[mode]], "--", color=colour, lw=1.4, label=f"模型：{label}")
         if mode in measured:
             ax.plot(batch_sizes, [v / 2**20 for v in measured[mode]], marker, color=colour, ms=7, mfc="none",
-                    mew=1.6, linestyle="none", label=f"实测：{mode}")
+                    mew=1.6, linestyle="none", label=f"实测：{label}")
     ax.set_xticks(list(batch_sizes), [str(b) for b in batch_sizes])
     ax.set(xlabel=f"微批次大小 b（s = {seq_len}）", ylabel="激活值（MiB）")
     ax.legend(ncol=2, loc="upper left")
