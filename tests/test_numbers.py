@@ -30,3 +30,14 @@ def test_tables_right_align_formatted_numbers_and_show_no_repr():
     assert table.numeric == (False, True, False, False)
     assert table.cells == (("a", "2.0 GiB", "是", "—"), ("bb", "1.0 MiB", "否", "x"))
     assert "True" not in table.text and "None" not in table.text
+
+
+def test_sentence_helpers():
+    from batchlab.ui.numbers import labelled, listed, tally
+    assert listed([0.51234, 0.49, 3]) == "0.512、0.490、3"
+    assert listed([1.0, 2.0], digits=1, sep="，") == "1.0，2.0"
+    assert listed([]) == ""
+    assert labelled({"基线": 12, "微批次 ×2": 9}) == "基线 12，微批次 ×2 9"
+    assert labelled({"a": "1、2", "b": "3"}, sep="；") == "a 1、2；b 3"
+    assert tally([True, False, True]) == "2 / 3"
+    assert tally([False, False]) == "0 / 2"

@@ -67,3 +67,13 @@ def test_update_verdict_has_a_third_word_for_random_computations():
     assert update_verdict(0.3, 0.34) == SAME_DISTRIBUTION        # like re-drawing the masks
     assert update_verdict(0.9, 0.34) == VERDICT[False]           # far past the re-seeded gap: systematic
     assert update_verdict(0.3, 0.1) == VERDICT[False]            # a contrary control flips it
+
+
+def test_loss_after_reads_a_runs_own_evaluations():
+    from types import SimpleNamespace
+
+    from batchlab.lecture.verdicts import loss_after
+    run = SimpleNamespace(eval_samples=SAMPLES, eval_loss=[4, 3, 2, 1.5, 1])
+    assert loss_after(run, 1500) == 2 and loss_after(run, 4096) == 1
+    with pytest.raises(ValueError, match="没有任何评估"):
+        loss_after(SimpleNamespace(eval_samples=[512], eval_loss=[3]), 100)

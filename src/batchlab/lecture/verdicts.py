@@ -6,12 +6,12 @@ on the measured numbers; the tests feed each one a contrary measurement and see 
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from batchlab.formulas.checks import nonnegative, positive, whole
 from batchlab.formulas.fit import least_squares_line
 
-__all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "lowest_at_budgets", "count_rises", "in_band", "beats",
+__all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "loss_after", "lowest_at_budgets", "count_rises", "in_band", "beats",
            "samples_to_target", "holds_in_every_seed", "later_rises", "oscillates", "beats_like_with_like", "wins_per_seed", "unchanged", "only_memory_moves", "moved_besides", "same_update",
            "best_rate_grows", "OSCILLATION_MIN_RISES", "UNCHANGED_TOLERANCE", "SAME_DISTRIBUTION", "UNTESTABLE", "VERDICT_LABELS",
            "update_verdict"]
@@ -41,6 +41,17 @@ def loss_at_samples(samples: Sequence[int], losses: Sequence[float], budget: int
     if not seen:
         raise ValueError(f"budget = {budget}：这次运行在 {budget} 个样本之前没有任何评估")
     return seen[-1]
+
+
+class Evaluated(Protocol):
+    """A run with its evaluations: samples seen at each, and the loss there (``measure.train.History``)."""
+    eval_samples: Sequence[int]
+    eval_loss: Sequence[float]
+
+
+def loss_after(run: Evaluated, budget: int) -> float:
+    """:func:`loss_at_samples` of one run: its last evaluated loss at or before ``budget`` samples."""
+    return loss_at_samples(run.eval_samples, run.eval_loss, budget)
 
 
 def lowest_at_budgets(curves: Mapping[int, tuple[Sequence[int], Sequence[float]]], budgets: Sequence[int]) -> bool:

@@ -8,8 +8,10 @@ deserves, and tiny numbers in scientific notation instead of a row of zeros.
 from __future__ import annotations
 
 import math
+from typing import Iterable, Mapping, Sequence
 
-__all__ = ["Formatted", "count", "decimal", "percent", "size", "flops_rate", "estimate", "scientific", "ratio"]
+__all__ = ["Formatted", "count", "decimal", "percent", "size", "flops_rate", "estimate", "scientific", "ratio", "listed",
+           "labelled", "tally"]
 
 _UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -66,6 +68,21 @@ def scientific(x: float, figures: int = 2) -> Formatted:
 def ratio(x: float, digits: int = 2) -> Formatted:
     """A dimensionless factor: 1.59 → 1.59×."""
     return Formatted(f"{x:.{digits}f}×")
+
+
+def listed(values: Iterable[object], digits: int = 3, sep: str = "、") -> str:
+    """Values in a row for a sentence: floats to ``digits`` places, anything else as written — 0.512、0.498."""
+    return sep.join(f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in values)
+
+
+def labelled(values: Mapping[str, object], sep: str = "，") -> str:
+    """Each label followed by its value, in a row for a sentence: 基线 12，微批次 ×2 9."""
+    return sep.join(f"{label} {value}" for label, value in values.items())
+
+
+def tally(outcomes: Sequence[bool]) -> str:
+    """How many of the outcomes are true, out of all of them: [True, False, True] → 2 / 3."""
+    return f"{sum(bool(x) for x in outcomes)} / {len(outcomes)}"
 
 
 def _significant(x: float, figures: int) -> str:
