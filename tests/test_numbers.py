@@ -41,3 +41,12 @@ def test_sentence_helpers():
     assert labelled({"a": "1、2", "b": "3"}, sep="；") == "a 1、2；b 3"
     assert tally([True, False, True]) == "2 / 3"
     assert tally([False, False]) == "0 / 2"
+
+
+def test_span_scales_both_ends():
+    from batchlab.ui.numbers import span
+    assert span((2.8e14, 3.5e14), scale=1e12) == "280–350"
+    assert span((1.6e12, 1.8e12), 1, 1e12) == "1.6–1.8"
+    assert span((150.4, 218.75)) == "150–219"
+    with pytest.raises(ValueError):
+        span((1.0,))

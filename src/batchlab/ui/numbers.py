@@ -11,7 +11,7 @@ import math
 from typing import Iterable, Mapping, Sequence
 
 __all__ = ["Formatted", "count", "decimal", "percent", "size", "flops_rate", "estimate", "scientific", "ratio", "listed",
-           "labelled", "tally"]
+           "labelled", "tally", "span"]
 
 _UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -83,6 +83,12 @@ def labelled(values: Mapping[str, object], sep: str = "，") -> str:
 def tally(outcomes: Sequence[bool]) -> str:
     """How many of the outcomes are true, out of all of them: [True, False, True] → 2 / 3."""
     return f"{sum(bool(x) for x in outcomes)} / {len(outcomes)}"
+
+
+def span(bounds: Sequence[float], digits: int = 0, scale: float = 1.0) -> str:
+    """A low–high range, both ends divided by ``scale`` to ``digits`` places: (2.8e14, 3.5e14), scale 1e12 → 280–350."""
+    low, high = bounds
+    return f"{low / scale:.{digits}f}–{high / scale:.{digits}f}"
 
 
 def _significant(x: float, figures: int) -> str:
