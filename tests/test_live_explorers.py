@@ -17,6 +17,7 @@ import io
 import json
 import sys
 import zipfile
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -187,17 +188,28 @@ def served(built):  # noqa: F811
         yield b, origin
 
 
+@contextmanager
+def opened(served, doc: str, requested: list[str], init_script: str | None = None):
+    """A tab with the served page ``doc`` loaded in a fresh context (``requested`` collects its requests)."""
+    b, origin = served
+    context = chromium.served_context(b, origin, requested)
+    if init_script:
+        context.add_init_script(init_script)
+    try:
+        tab = context.new_page()
+        tab.errors = []
+        tab.on("pageerror", lambda e: tab.errors.append(str(e)))
+        tab.goto(f"{origin}/{doc}.html", wait_until="load")
+        yield tab
+    finally:
+        context.close()
+
+
 @pytest.mark.slow  # builds the book and runs Chromium, as tests/test_html.py
 @pytest.mark.parametrize("doc", LIVE_PAGES)
 def test_every_control_recomputes_with_the_books_python(served, doc):
-    b, origin = served
     requested: list[str] = []
-    context = chromium.served_context(b, origin, requested)
-    try:
-        tab = context.new_page()
-        errors: list[str] = []
-        tab.on("pageerror", lambda e: errors.append(str(e)))
-        tab.goto(f"{origin}/{doc}.html", wait_until="load")
+    with opened(served, doc, requested) as tab:
         names = live_page.explorer_names(tab)
         assert names, f"{doc}: no live explorer"
         for i, name in enumerate(names):
@@ -217,25 +229,17 @@ def test_every_control_recomputes_with_the_books_python(served, doc):
                 if expected["chart"] != previous_chart:
                     assert shown["chart"] != before["chart"], (doc, name, control_name, "the figure did not change")
                 values = expected["values"]
-        assert [e for e in errors if not render_check.is_noise(e)] == []
-        assert [u for u in requested if u.startswith("refused:")] == []
-    finally:
-        context.close()
+        assert [e for e in tab.errors if not render_check.is_noise(e)] == []
+    assert [u for u in requested if u.startswith("refused:")] == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("doc", STILL_PAGES)
 def test_a_page_without_an_explorer_loads_no_pyodide(served, doc):
-    b, origin = served
     requested: list[str] = []
-    context = chromium.served_context(b, origin, requested)
-    try:
-        tab = context.new_page()
-        tab.goto(f"{origin}/{doc}.html", wait_until="load")
+    with opened(served, doc, requested) as tab:
         tab.wait_for_timeout(1500)  # the widget manager has drawn whatever it draws
-        assert requested and not [u for u in requested if "/_static/live" in u or live.LIVE_SCRIPT in u]
-    finally:
-        context.close()
+    assert requested and not [u for u in requested if "/_static/live" in u or live.LIVE_SCRIPT in u]
 
 
 @pytest.mark.slow
@@ -260,19 +264,12 @@ def test_a_page_opened_as_a_file_says_how_to_serve_it(built, served):  # noqa: F
 
 @pytest.mark.slow
 def test_without_webassembly_the_page_says_so(served):
-    b, origin = served
     requested: list[str] = []
-    context = chromium.served_context(b, origin, requested)
-    context.add_init_script("delete globalThis.WebAssembly")  # a browser without it, as some locked-down ones are
-    try:
-        tab = context.new_page()
-        tab.goto(f"{origin}/book/4.1-definition.html", wait_until="load")
+    # a browser without WebAssembly, as some locked-down ones are
+    with opened(served, "book/4.1-definition", requested, "delete globalThis.WebAssembly") as tab:
         assert tab.evaluate("typeof WebAssembly") == "undefined"
         tab.wait_for_selector(".bl-live-status", state="attached", timeout=60_000)
         tab.locator(".widget-vbox input").first.click()
-        status = tab.locator(".bl-live-status").first
-        assert "不支持 WebAssembly" in status.inner_text()
+        assert "不支持 WebAssembly" in tab.locator(".bl-live-status").first.inner_text()
         assert tab.locator(".widget-vbox").first.is_visible()
-        assert not [u for u in requested if "pyodide" in u]
-    finally:
-        context.close()
+    assert not [u for u in requested if "pyodide" in u]

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence, Union
 from batchlab.lecture.claims import Claim
 from batchlab.lecture.verdicts import SAME_DISTRIBUTION, UNTESTABLE, VERDICT, VERDICT_LABELS
 from batchlab.ui.numbers import Formatted, count, estimate
+from batchlab.ui.tables import Shown
 
 __all__ = ["HTML_CLASS", "ClaimCard", "ClaimCards", "claim_card", "claim_cards"]
 
@@ -55,7 +56,7 @@ def _verdict(verdict: bool | str) -> str:
 
 
 @dataclass(frozen=True)
-class ClaimCard:
+class ClaimCard(Shown):
     """One claim, its criterion, the measured values (label, formatted value) and the verdict word."""
 
     claim: str
@@ -85,30 +86,20 @@ class ClaimCard:
                 f'<span class="{HTML_CLASS}__claim">原文：“{e(self.claim)}”</span></p>'
                 f'<dl class="{HTML_CLASS}__body">{body}</dl></div>')
 
-    def __str__(self) -> str:
-        return self.text
-
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(self.text)
 
 
 @dataclass(frozen=True)
-class ClaimCards:
+class ClaimCards(Shown):
     """Several cards shown together (one output)."""
 
     cards: tuple[ClaimCard, ...]
 
-    def __str__(self) -> str:
+    @property
+    def text(self) -> str:
         return "\n".join(card.text for card in self.cards)
 
-    def _repr_html_(self) -> str:
+    def html(self) -> str:
         return f'<div class="{HTML_CLASS}s">' + "".join(card.html() for card in self.cards) + "</div>"
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(str(self))
 
 
 def claim_card(claim: str | Claim, measurement: Measurement, verdict: bool | str, *, criterion: str | None = None,

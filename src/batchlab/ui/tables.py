@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from batchlab.ui.numbers import Formatted
 
-__all__ = ["HTML_CLASS", "Table", "display_width", "text_table"]
+__all__ = ["HTML_CLASS", "Shown", "Table", "display_width", "text_table"]
 
 HTML_CLASS = "batchlab-table"   # the <table>'s class, for anyone styling result tables
 # Inline, so the layout holds in JupyterLab and in the book without a stylesheet; tabular figures
@@ -46,8 +46,32 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float, Formatted)) and not isinstance(value, bool)
 
 
+class Shown:
+    """A result shown two ways: ``text`` (print, a terminal, IPython's text/plain) and ``html()`` (the
+    book's page). Jupyter picks the HTML, so a notebook cell that ends with one shows no repr."""
+
+    text: str
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # IPython prefers a class's own __repr__ (a dataclass writes one) to an inherited _repr_pretty_
+        cls._repr_pretty_ = Shown._repr_pretty_
+
+    def html(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.text)
+
+
 @dataclass(frozen=True)
-class Table:
+class Table(Shown):
     """Formatted cells of a result table; ``numeric[j]`` says whether column ``j`` is right-aligned."""
 
     headers: tuple[str, ...]
@@ -78,15 +102,6 @@ class Table:
         return "\n".join([f'<table class="{HTML_CLASS}" style="border-collapse: collapse">', "<thead>", row("th", self.headers), "</thead>",
                           "<tbody>", *(row("td", r) for r in self.cells), "</tbody>", "</table>"])
 
-    def __str__(self) -> str:
-        return self.text
-
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        # IPython's text/plain: the aligned text rather than the dataclass repr.
-        printer.text(self.text)
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits: int = 3) -> Table:
