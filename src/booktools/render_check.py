@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from dataclasses import asdict, dataclass, field
@@ -240,8 +241,11 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
         if screenshot is not None:
             png = Path(screenshot)
             png.parent.mkdir(parents=True, exist_ok=True)
-            png.unlink(missing_ok=True)
-            tab.screenshot(path=str(png), full_page=True)
+            # written beside and renamed into place: test workers that each render the book write the
+            # same files, and one deleting its old shot must not leave another's check without one
+            partial = png.with_name(f".{png.stem}.{os.getpid()}.png")
+            tab.screenshot(path=str(partial), full_page=True)
+            os.replace(partial, png)
             rep.screenshot = str(png)
     finally:
         context.close()
