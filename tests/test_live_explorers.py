@@ -24,11 +24,11 @@ from hypothesis import given, settings, strategies as st
 
 from batchlab.formulas.roofline import roofline_curve
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.controls import LIVE_CLASS
 from batchlab.ui.explorers import web
 from batchlab.ui.explorers.batch import BatchExplorer
 from batchlab.ui.explorers.memory import MemoryExplorerSpec
 from batchlab.ui.explorers.noise import NoiseExplorerSpec
+from batchlab.ui.explorers.spec import LIVE_CLASS
 from batchlab.ui.explorers.tradeoff import TradeoffExplorerSpec
 from booktools import browser as chromium, live, live_page, render_check
 from tests.test_html import built  # noqa: F401  (the shared build fixture)
@@ -97,10 +97,6 @@ def test_the_files_the_page_runs_need_only_the_standard_library_and_each_other()
             if not ok:
                 missing.setdefault(rel.as_posix(), []).append(module)
     assert missing == {}
-
-
-def test_the_marker_is_one_name():
-    assert LIVE_CLASS == live.MARKER
 
 
 @pytest.mark.parametrize("explorer", explorers(), ids=lambda e: e.name)

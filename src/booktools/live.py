@@ -12,7 +12,7 @@ Three parts, one module:
   formulas, the lecture, the explorers' declarations — zipped byte for byte from ``src/`` at build time
   (tests/test_live_explorers.py compares them), so no formula is written a second time in JavaScript.
 * **A Sphinx extension** (``sphinx: extra_extensions`` in _config.yml): a page whose notebook holds an
-  explorer's marker (``batchlab.ui.controls.LIVE_CLASS``) gets book/_js/live.js; no other page loads any of
+  explorer's marker (``batchlab.ui.explorers.spec.LIVE_CLASS``) gets book/_js/live.js; no other page loads any of
   it. After the build the runtime and the sources zip are copied to ``_static/live/``.
 
 Chart library: ECharts rather than Vega-Lite — Chinese text is its home ground (its own fonts and
@@ -34,6 +34,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from batchlab.ui.explorers.spec import LIVE_CLASS
+
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 CACHE = ROOT / ".cache" / "live-runtime"
@@ -45,8 +47,6 @@ LIVE_STYLE = "live.css"
 STATIC_FOLDER = "live"
 """Where the runtime and the sources land in the built site: ``_static/live/``."""
 SOURCES_ZIP = "batchlab-live.zip"
-MARKER = "batchlab-live"
-"""The explorer's marker class (``batchlab.ui.controls.LIVE_CLASS``; a test holds them equal)."""
 
 RUNTIME: dict[str, dict] = {
     "pyodide": {
@@ -126,7 +126,7 @@ def _has_explorer(app, pagename: str) -> bool:
     if pagename not in app.env.found_docs:
         return False
     path = Path(app.env.doc2path(pagename))
-    return path.suffix == ".ipynb" and MARKER in path.read_text(encoding="utf-8")
+    return path.suffix == ".ipynb" and LIVE_CLASS in path.read_text(encoding="utf-8")
 
 
 def _page_context(app, pagename, templatename, context, doctree) -> None:

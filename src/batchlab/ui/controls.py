@@ -9,12 +9,9 @@ import math
 
 import ipywidgets as widgets
 
-from batchlab.ui.explorers.spec import Control, Explorer
+from batchlab.ui.explorers.spec import LIVE_CLASS, Control, Explorer
 
-__all__ = ["make_widget", "set_options", "LIVE_CLASS", "KERNEL_NOTICE_HTML", "kernel_notice"]
-
-LIVE_CLASS = "batchlab-live"
-"""The class of the notice that marks an explorer in the page (book/_js/live.js looks for it)."""
+__all__ = ["make_widget", "set_options", "KERNEL_NOTICE_HTML", "kernel_notice"]
 
 KERNEL_NOTICE_HTML = (
     "这是一个交互控件：在运行中的 Python 内核里，改动控件就会重新计算和画图。在网上发布的本书页面里，"

@@ -103,8 +103,7 @@ class BatchExplorer(Explorer):
                               global_batch=v["global_batch"], stated_grad_accum=v["stated_grad_accum"] or None)
         except ValueError as err:
             return Panel(render_error_html(str(err)), error=str(err))
-        return Panel(render_plan_html(plan), bubble_chart(plan), result=plan,
-                     numbers={"num_microbatches": plan.num_microbatches, "bubble_fraction": plan.bubble_fraction})
+        return Panel(render_plan_html(plan), bubble_chart(plan), result=plan)
 
     def context(self) -> dict:
         return {"start": self.start}

@@ -207,8 +207,7 @@ class MemoryExplorerSpec(Explorer):
         measured = self.measured_for(v, len(report.stages))
         title = memory_title(job)
         return Panel(render_memory_summary_html(report), memory_chart(report, measured, title),
-                     result=(report, measured, title),
-                     numbers={"peak_memory_fraction": report.peak_memory_fraction, "fits": report.fits})
+                     result=(report, measured, title))
 
     def context(self) -> dict:
         return {"job": self.job.as_record(),

@@ -140,8 +140,7 @@ class NoiseExplorerSpec(Explorer):
         summary = render_noise_summary_html(v["batch_size"], self.stats["rel_error"][i],
                                             self.stats["rel_error_theory"][i], self.stats["cosine"][i],
                                             v["lr_rule"], lr, v["base_batch"], v["base_lr"])
-        return Panel(summary, noise_chart(self.cloud, self.stats, v["batch_size"]), result=v,
-                     numbers={"lr": lr})
+        return Panel(summary, noise_chart(self.cloud, self.stats, v["batch_size"]), result=v)
 
     def context(self) -> dict:
         cloud = {**self.cloud, "points": [[[float(f"{x:.5g}"), float(f"{y:.5g}")] for x, y in points]

@@ -12,13 +12,17 @@ matplotlib, no ipywidgets.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from batchlab.formulas.checks import between, one_of, whole
 from batchlab.ui.colours import ERROR_COLOUR
 
-__all__ = ["Control", "Panel", "Explorer", "render_error_html", "CHART_FONT", "NARROW_PX", "responsive"]
+__all__ = ["Control", "Panel", "Explorer", "render_error_html", "CHART_FONT", "NARROW_PX", "responsive", "LIVE_CLASS"]
+
+LIVE_CLASS = "batchlab-live"
+"""The class of the line that marks an explorer in a page (``batchlab.ui.controls.kernel_notice`` writes
+it; src/booktools/live.py looks for it in a notebook, book/_js/live.js in the page)."""
 
 CHART_FONT = '"Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Microsoft YaHei", sans-serif'
 """The browser charts' font: the page's Chinese font first, so CJK and Latin text are drawn alike."""
@@ -88,7 +92,6 @@ class Panel:
     chart: dict | None = None
     error: str | None = None
     result: Any = None
-    numbers: dict = field(default_factory=dict)
 
 
 class Explorer:

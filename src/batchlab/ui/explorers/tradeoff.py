@@ -110,8 +110,7 @@ class TradeoffExplorerSpec(Explorer):
         result = tune(job, self.curve)
         step = model_step(job, self.curve)
         return Panel(render_tradeoff_html(job, step, result, self.curve),
-                     tradeoff_chart(result["candidates"], job.micro_batch_size), result=(job, step, result),
-                     numbers={"tokens_per_second": step.tokens_per_second, "bubble_fraction": step.bubble_fraction})
+                     tradeoff_chart(result["candidates"], job.micro_batch_size), result=(job, step, result))
 
     def context(self) -> dict:
         curve = self.curve
