@@ -222,7 +222,7 @@ class MemoryExplorer(widgets.VBox):
         from matplotlib.figure import Figure
 
         self.explorer = MemoryExplorerSpec(job, measured)
-        self.job, self.measured = job, self.explorer.measured
+        self.job = job
         values = self.explorer.initial_values()
         style = {"description_width": "150px"}
         # the precision and recompute labels are long: their dropdowns get the full row (a value cut off

@@ -166,7 +166,7 @@ class TradeoffExplorer(widgets.VBox):
         from matplotlib.figure import Figure
 
         self.explorer = TradeoffExplorerSpec(curve, job)
-        self.curve, self.job, self.config = curve, job, job.model
+        self.job = job
         values = self.explorer.initial_values()
         style, narrow = {"description_width": "150px"}, widgets.Layout(width="260px")
         self.controls = {c.name: make_widget(c, values[c.name], style, None if c.kind == "buttons" else narrow)
