@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from batchlab.apps.cli import main
-from batchlab.apps.grade import (OK, Grade, _judged, _status, _student, asked_exercises, check_csv_target,
-                                 grade_notebook, grade_table, read_notebook, submissions, write_csv)
+from batchlab.apps.grade import (MAX_SUBMISSION_BYTES, OK, Grade, _judged, _status, _student, asked_exercises,
+                                 check_csv_target, grade_notebook, grade_table, printable, read_notebook,
+                                 spreadsheet_safe, submissions, write_csv)
 from batchlab.ui.exercises import EXERCISES, answers, check, expected, is_correct, judge
 
 FIXTURES = Path(__file__).parent / "fixtures" / "grading"
@@ -47,19 +48,15 @@ def test_answers_hold_each_exercises_latest_answer(capsys):
     assert answers()["4.1-4"] is None
 
 
-def _answers_output(text: str) -> list[dict]:
-    return [{"output_type": "stream", "name": "stdout", "text": text}]
-
-
-def test_the_grader_judges_the_printed_answers_itself():
+def test_the_grader_judges_the_sent_answers_itself():
     right, wrong = expected("4.1-4"), expected("4.1-4") + 1
-    line = json.dumps({"4.1-4": right, "4.1-2": wrong, "9.9-9": 1, "4.1-3": "junk"})
-    assert _judged(_answers_output(f"batchlab-grade-answers:{line}\n")) == {"4.1-4"}
-    # only the answers line counts, and only its first well-formed one; verdicts printed as data are answers
+    sent = json.dumps({"4.1-4": right, "4.1-2": wrong, "9.9-9": 1, "4.1-3": "junk"})
+    assert _judged(sent) == {"4.1-4"}
+    # verdicts sent as data are answers, and wrong ones
     forged = json.dumps({i: True for i in ("4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6")})
-    assert _judged(_answers_output(f"batchlab-grade-answers:{forged}\n")) == set()
-    assert _judged(_answers_output("batchlab-grade-answers:{oops\n" f"batchlab-grade-answers:{line}\n")) == {"4.1-4"}
-    assert _judged(_answers_output("batchlab-grade-results:{\"4.1-4\": true}\n")) == set()
+    assert _judged(forged) == set()
+    for broken in ("", "{oops", "[1, 2]", "null", "[" * 100_000 + "]" * 100_000):
+        assert _judged(broken) == set()
     assert judge("4.1-4", right) and not judge("4.1-4", True)
 
 
@@ -133,6 +130,57 @@ def test_the_csv_goes_nowhere_it_could_lose_something(tmp_path):
     write_csv(tmp_path / "grades.csv", ["学生"], [["li"]])
     assert (tmp_path / "grades.csv").read_bytes() == "\ufeff学生\r\nli\r\n".encode()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grades.csv", "subs"]  # no temporary left
+
+
+def test_the_csv_check_follows_links_as_the_write_will(tmp_path, monkeypatch):
+    """``S/../victim.txt`` with S a link into the submissions: the system resolves S first, so the
+    write would land inside them, whatever the text of the path says."""
+    subs = tmp_path / "subs"
+    (subs / "inner").mkdir(parents=True)
+    (subs / "victim.txt").write_text("keep", encoding="utf-8")
+    (tmp_path / "S").symlink_to(subs / "inner")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="不能写进提交文件夹"):
+        check_csv_target(Path("S/../victim.txt"), subs)
+    assert check_csv_target(Path("grades.csv"), subs) == tmp_path.resolve() / "grades.csv"
+
+
+@pytest.mark.parametrize("name, reason", [("x" * 300 + ".csv", "文件名太长"), ("a\x00b.csv", "无法使用这个路径")])
+def test_a_strange_csv_name_is_one_line_not_a_traceback(tmp_path, name, reason, capsys):
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "li.docx").write_text("x", encoding="utf-8")
+    assert main(["grade", str(tmp_path / "subs"), "--csv", str(tmp_path / name.replace("\\x00", "\x00"))]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and reason in err and "Traceback" not in err
+
+
+def test_student_strings_are_escaped_and_csv_formulas_are_text(tmp_path):
+    assert printable("Err\nfake 1 1 6 ok") == "Err\\nfake 1 1 6 ok"
+    assert printable("\x1b[3A\x1b[2K\rli\u202eabc") == "\\x1b[3A\\x1b[2K\\rli\\u202eabc"
+    assert printable("张三 ok") == "张三 ok"
+    assert _student(tmp_path / "a\nb.ipynb") == "a\\nb"
+    cells = ['=HYPERLINK("evil.invalid","click")', "+1", "-2", "@SUM(A1)", "\tx", "\rx", "李四", 3, "4.1-1"]
+    assert [spreadsheet_safe(c) for c in cells] == [
+        '\'=HYPERLINK("evil.invalid","click")', "'+1", "'-2", "'@SUM(A1)", "'\tx", "'\rx", "李四", 3, "4.1-1"]
+    write_csv(tmp_path / "g.csv", ["学生", "总分"], [['=1+1', 1]])
+    assert (tmp_path / "g.csv").read_bytes().decode("utf-8-sig") == "学生,总分\r\n'=1+1,1\r\n"
+
+
+def test_only_regular_files_are_graded_and_the_rest_say_why(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "zhao.ipynb").write_text("{}", encoding="utf-8")
+    (subs / "link.ipynb").symlink_to(subs / "zhao.ipynb")
+    os.mkfifo(subs / "pipe.ipynb")  # reading it would wait for ever
+    with open(subs / "big.ipynb", "wb") as f:
+        f.truncate(MAX_SUBMISSION_BYTES + 1)
+    assert [p.name for p in submissions(subs)] == ["big.ipynb", "link.ipynb", "pipe.ipynb", "zhao.ipynb"]
+    assert grade_notebook(subs / "link.ipynb").status == "未批改：这是一个符号链接，只批改文件夹里的普通文件"
+    assert grade_notebook(subs / "pipe.ipynb").status == "未批改：不是普通文件，只批改文件夹里的普通文件"
+    assert grade_notebook(subs / "big.ipynb").status.startswith("未批改：文件有 16 MiB，超过 16 MiB 的上限")
+    deep = subs / "deep.ipynb"
+    deep.write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
+    assert grade_notebook(deep).status == "不是 notebook：JSON 嵌套过深，不是 Jupyter 保存的文件"
 
 
 def test_status_names_the_cells_and_keeps_a_cascade_short():

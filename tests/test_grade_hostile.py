@@ -1,13 +1,24 @@
-"""Hostile submissions: a class folder where students try to forge a grade, outlive the grader, write
-outside their copy, ignore interrupts or inflate the table. Graded once by the CLI (slow: one sandboxed
-kernel per notebook); the honest notebook answers 4.1-1 right and 4.1-2 wrong, so every forger's honest
-score is 1."""
+"""Hostile submissions: a class folder where students try to forge a grade, outlive the grader, escape
+the sandbox, read what is not theirs, exhaust the machine or forge rows on the instructor's screen.
+
+The class is graded by the CLI as whoever runs the tests and, when that is root (CI), a second time as
+an unprivileged account (a teacher's own login), so both ways the sandbox is built are attacked. Every
+attack that succeeds makes its notebook raise an exception named ``Leaked…``, so a row's status says
+which; what happens outside the sandbox (files, the host name, a host socket, processes, memory) is
+checked from here. The honest notebook answers 4.1-1 right and 4.1-2 wrong: every honest score is 1.
+Slow: one sandboxed kernel per notebook."""
 from __future__ import annotations
 
 import csv
 import os
+import pwd
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -16,12 +27,13 @@ import psutil
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from batchlab.apps.grade import INTERRUPT_GRACE_S
+from batchlab.apps.sandbox import LIMITS
 
 pytestmark = pytest.mark.slow
 
 HONEST = ['from batchlab.ui.exercises import ask, check', 'ask("4.1-1")\ncheck("4.1-1", 8)',
           'ask("4.1-2")\ncheck("4.1-2", 3)']
+HONEST_ROW = ["1", "0", "0", "0", "0", "0", "1", "ok"]
 ALL = ", ".join(f'"4.1-{k}"' for k in range(1, 7))
 FORGERS = {
     # one line each, none using expected(): the verdict is the grader's, not the kernel's
@@ -37,53 +49,223 @@ FORGERS = {
         f'ask("{i}")' for i in ("4.2-1", "4.3-1", "4.4-1", "4.5-1", "4.6-1")),
 }
 MARK = f"batchlab-hostile-{os.getpid()}"
+TIMEOUT, NOTEBOOK_TIMEOUT = 10, 40
+UNPRIVILEGED = 1_666_000_077  # the teacher's account in the second run (no login has it)
+
+LEAK = "def leak(what):\n    raise type('Leaked' + what, (Exception,), {})()\n"
+
+
+def escape(base: Path) -> list[str]:
+    """Cells that each raise Leaked… if the sandbox lets them read, write or reach what is not theirs."""
+    subs, secret = base / "subs", base / "secret.txt"
+    return [
+        LEAK + "import subprocess\nsubprocess.run(['mount', '-o', 'remount,bind,rw', '/'], capture_output=True)\n"
+        f"try:\n    open({str(subs / 'classmate.ipynb')!r}, 'w').write('{{}}')\nexcept OSError:\n    pass\n"
+        "else:\n    leak('RewroteClassmate')",
+        LEAK + f"for name, path in [('Shadow', '/etc/shadow'), ('Classmate', {str(subs / 'classmate.ipynb')!r}),"
+        f" ('Secret', {str(secret)!r})]:\n"
+        "    try:\n        open(path, 'rb').read(1)\n    except OSError:\n        continue\n    leak(name)",
+        # the folders above its own socket folder exist inside, empty but for the way down to it
+        LEAK + f"import os\nif os.path.exists({str(subs)!r}) or set(os.listdir({str(base)!r})) != {{'tmp'}}:\n"
+        "    leak('SeesSubmissions')\nif 'BATCHLAB_TEACHER_SECRET' in os.environ:\n    leak('Environment')",
+        LEAK + f"try:\n    open({str(base / 'planted.txt')!r}, 'w').write('x')\nexcept OSError:\n    pass\n"
+        "else:\n    leak('WroteHost')\n"
+        "try:\n    open('/proc/sys/kernel/hostname', 'w').write('pwned')\nexcept OSError:\n    pass\n"
+        "else:\n    leak('Hostname')",
+        LEAK + "import socket\nfor path in [" + repr(str(base / "teacher.sock")) + "]:\n"
+        "    s = socket.socket(socket.AF_UNIX)\n    try:\n        s.connect(path)\n"
+        "        s.sendall(b'secret')\n    except OSError:\n        continue\n    leak('Socket')\n"
+        "s = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect('\\0batchlab-teacher')\nexcept OSError:\n    pass\n"
+        "else:\n    leak('AbstractSocket')",
+        LEAK + "import subprocess\nif subprocess.run(['unshare', '-U', 'true']).returncode == 0:\n"
+        "    leak('UserNamespace')\n"
+        "caps = [l for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm', 'CapBnd'))]\n"
+        "if any(int(l.split()[1], 16) for l in caps):\n    leak('Capabilities')\n"
+        "import os\nif os.getuid() == 0:\n    leak('Root')",
+    ]
+
+
+def exhaust() -> dict[str, list[str]]:
+    """Notebooks that try to use more than a notebook's share: each cell raises Leaked… past its limit."""
+    fill = ("def fill(path, limit):\n    n = 0\n    try:\n        with open(path, 'wb') as f:\n"
+            "            while n <= limit:\n                f.write(b'x' * 2**20)\n                f.flush()\n"
+            "                n += 2**20\n    except OSError:\n        pass\n    return n\n")
+    return {
+        "disk": [LEAK + fill + f"if fill('big', 1024 * 2**20) > {LIMITS.work_bytes}:\n    leak('WorkFolder')\n"
+                 f"if fill('/tmp/big', 512 * 2**20) > {LIMITS.tmp_bytes}:\n    leak('Tmp')\n"
+                 f"if fill('/dev/shm/big', 256 * 2**20) > {LIMITS.shm_bytes}:\n    leak('Shm')"],
+        "deep_dirs": [LEAK + "import os\nfor top in ('.', '/tmp'):\n    os.chdir(top)\n    for _ in range(3000):\n"
+                      "        os.mkdir('d')\n        os.chdir('d')\nos.chdir(os.path.expanduser('~'))"],
+        "fork_storm": [LEAK + "import os, time\nborn = 0\nfor _ in range(100000):\n    try:\n        pid = os.fork()\n"
+                       "    except OSError:\n        break\n    if pid == 0:\n"
+                       f"        os.execvp('sleep', ['sleep', '30', '{MARK}'])\n"
+                       f"    born += 1\nif born >= {LIMITS.processes}:\n    leak('Processes')"],
+        "memory_hog": ["import subprocess, sys, time\nchildren = [subprocess.Popen([sys.executable, '-c', "
+                       "'import time; x = b\"x\" * (2800 * 2**20); time.sleep(60)']) for _ in range(3)]\n"
+                       "time.sleep(30)"],
+        "huge_output": ["import sys\nchunk = 'x' * 2**20\nfor _ in range(300):\n    sys.stdout.write(chunk)"],
+        "many_slow_cells": [f"import time\ntime.sleep({TIMEOUT - 0.5})"] * 100,
+        "deep_shared": ["import os\nfrom ipykernel.connect import get_connection_file\n"
+                        "os.chdir(os.path.dirname(get_connection_file()))\nfor _ in range(3000):\n"
+                        "    os.mkdir('d')\n    os.chdir('d')\nimport time\ntime.sleep(3)  # the grader looks every 0.1 s"],
+    }
 
 
 def _notebook(path: Path, extra: list[str]) -> None:
     nbformat.write(new_notebook(cells=[new_code_cell(s) for s in HONEST + extra]), path)
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hostile")
-    subs, sentinel = base / "subs", base / "sentinel.txt"
+def _class(base: Path) -> Path:
+    subs = base / "subs"
     subs.mkdir()
-    sentinel.write_text("keep", encoding="utf-8")
+    (base / "sentinel.txt").write_text("keep", encoding="utf-8")
+    (base / "secret.txt").write_text("the teacher's password", encoding="utf-8")
+    (base / "secret.txt").chmod(0o600)
     for name, code in FORGERS.items():
         _notebook(subs / f"{name}.ipynb", [code])
-    _notebook(subs / "honest.ipynb", [])
+    for name in ("honest", "classmate", "new\nline", '=HYPERLINK("evil.invalid","click")', "\x1b[2Kwipe"):
+        _notebook(subs / f"{name}.ipynb", [])
     _notebook(subs / "daemon.ipynb", [
         # a child in its own session and a double-forked grandchild, both meant to outlive grading
         f"import subprocess\nsubprocess.Popen(['sleep', '600', '{MARK}'], start_new_session=True)",
         f"import os\nif os.fork() == 0:\n    if os.fork() == 0:\n        os.execvp('sleep', ['sleep', '601', '{MARK}'])\n"
         "    os._exit(0)"])
     _notebook(subs / "vandal.ipynb", [
-        f"import os, shutil\nfor p in ({str(sentinel)!r}, {str(subs / 'honest.ipynb')!r}):\n"
+        f"import os, shutil\nfor p in ({str(base / 'sentinel.txt')!r}, {str(subs / 'honest.ipynb')!r}):\n"
         "    try:\n        os.remove(p)\n    except OSError as err:\n        print(type(err).__name__)",
         f"open({str(base / 'planted.txt')!r}, 'w').write('x')"])
-    _notebook(subs / "hog.ipynb", [  # asks for 16 GiB: refused inside its notebook, nowhere else
+    _notebook(subs / "hog.ipynb", [  # asks for 16 GiB at once: refused inside its notebook, nowhere else
         "try:\n    block = bytearray(16 * 2**30)  # calloc: no page is touched either way\n"
         "except MemoryError:\n    pass\nelse:\n    raise RuntimeError('no memory limit')"])
     _notebook(subs / "deaf.ipynb", [
         "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
         'check("4.1-3", 7 / 15)'])
+    _notebook(subs / "escape.ipynb", escape(base))
+    for name, cells in exhaust().items():
+        _notebook(subs / f"{name}.ipynb", cells)
+    _notebook(subs / "forged_rows.ipynb", [
+        'raise type("Err\\nfake_student 1 1 1 1 1 1 6 ok", (Exception,), {})()',
+        'raise type("\\x1b[3A\\x1b[2K\\rhonest 1 1 1 1 1 1 6 ok", (Exception,), {})()'])
+    _notebook(subs / "no_answers.ipynb", ["import batchlab.ui.exercises as e\n"
+                                          "def boom():\n    raise RuntimeError('no')\ne.answers = boom"])
+    (subs / "deep_json.ipynb").write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
+    with open(subs / "sparse.ipynb", "wb") as f:  # 1 GiB on paper, nothing on disk
+        f.truncate(2**30)
+    (subs / "link.ipynb").symlink_to(subs / "classmate.ipynb")
+    return subs
+
+
+class Sampler(threading.Thread):
+    """The grader's own peak resident memory and the machine's, sampled while it runs."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.grader_peak, self.used_peak = pid, 0, 0
+        self.used_start = psutil.virtual_memory().used
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.05):
+            try:
+                grader = psutil.Process(self.pid)
+                # the grading process itself (the wrapper of the second run is bubblewrap and setpriv)
+                python = [p for p in [grader, *grader.children(recursive=True)]
+                          if "batchlab" in " ".join(p.cmdline()) and "ipykernel" not in " ".join(p.cmdline())]
+                self.grader_peak = max([self.grader_peak, *(p.memory_info().rss for p in python)])
+            except psutil.Error:
+                pass
+            self.used_peak = max(self.used_peak, psutil.virtual_memory().used - self.used_start)
+
+
+def _as_teacher(argv: list[str]) -> list[str]:
+    """``argv`` run as an unprivileged account, with /root (0700 here) replaced by an empty folder
+    holding only the Python installation, as a teacher's own machine would have it."""
+    python_root = Path(sys.base_prefix).resolve()
+    wrap = ["bwrap", "--dev-bind", "/", "/"]
+    if python_root.is_relative_to("/root"):
+        wrap += ["--perms", "0755", "--tmpfs", "/root", "--ro-bind", str(python_root), str(python_root)]
+    return [*wrap, "--", "setpriv", f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}", "--clear-groups",
+            "--", *argv]
+
+
+MODES = ["invoker", "teacher"] if os.geteuid() == 0 else ["invoker"]
+
+
+@pytest.fixture(scope="module", params=MODES)
+def graded(request):
+    teacher = request.param == "teacher"
+    base = Path(tempfile.mkdtemp(prefix="batchlab-hostile-"))
+    base.chmod(0o755)
+    subs = _class(base)
+    (base / "tmp").mkdir()
+    if teacher:
+        subprocess.run(["chown", "-R", "--no-dereference", f"{UNPRIVILEGED}:{UNPRIVILEGED}", str(base)], check=True)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(base / "teacher.sock"))
+    server.listen()
+    server.settimeout(0.1)
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind("\0batchlab-teacher")
+    abstract.listen()
+    abstract.settimeout(0.1)
+    hostname = Path("/proc/sys/kernel/hostname").read_text()
+    classmate = (subs / "classmate.ipynb").read_bytes()
     out = base / "grades.csv"
-    env = {**os.environ, "IPYTHONDIR": str(base / "instructor-ipython")}
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "batchlab", "grade", str(subs), "--timeout", "5", "--csv", str(out)],
-                          capture_output=True, text=True, timeout=600, env=env)
-    seconds = time.monotonic() - start
+    argv = [sys.executable, "-m", "batchlab", "grade", str(subs), "--timeout", str(TIMEOUT),
+            "--notebook-timeout", str(NOTEBOOK_TIMEOUT), "--csv", str(out)]
+    env = {**os.environ, "IPYTHONDIR": str(base / "instructor-ipython"), "BATCHLAB_TEACHER_SECRET": "x",
+           "TMPDIR": str(base / "tmp")}  # the grader's own folders, apart from any other test's
+    proc = subprocess.Popen(_as_teacher(argv) if teacher else argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    sampler = Sampler(proc.pid)
+    sampler.start()
+    stdout, stderr = proc.communicate(timeout=1200)
+    sampler.done.set()
+    sampler.join()
+    connections = 0
+    for listener in (server, abstract):
+        try:
+            listener.accept()
+            connections += 1
+        except (TimeoutError, OSError):
+            pass
+        listener.close()
     rows = {r[0]: r for r in csv.reader(out.read_text(encoding="utf-8-sig").splitlines())} if out.exists() else {}
-    return proc, rows, base, sentinel, seconds
+    yield {"rc": proc.returncode, "stdout": stdout, "stderr": stderr, "rows": rows, "base": base, "subs": subs,
+           "connections": connections, "hostname": hostname, "classmate": classmate, "sampler": sampler,
+           "teacher": teacher}
+    shutil.rmtree(base, ignore_errors=True)
 
 
-def test_no_forged_score_above_the_honest_one(graded):
-    proc, rows, *_ = graded
-    assert proc.returncode == 0, proc.stderr
+def test_every_honest_row_is_graded_and_unchanged(graded):
+    rows = graded["rows"]
+    assert graded["rc"] == 0, graded["stderr"]
     assert rows["学生"] == ["学生", "4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6", "总分", "状态"]
-    assert rows["honest"][1:8] == ["1", "0", "0", "0", "0", "0", "1"]
+    for name in ("honest", "classmate", "new\\nline", "'=HYPERLINK(\"evil.invalid\",\"click\")", "\\x1b[2Kwipe"):
+        assert rows[name][1:] == HONEST_ROW, rows.get(name)
+    assert (graded["subs"] / "classmate.ipynb").read_bytes() == graded["classmate"]
     for name in FORGERS:  # patch_judge also overwrote its own right answer with 0s: it scores 0
         assert int(rows[name][7]) <= 1, rows[name]
+
+
+def test_no_attack_leaked_anything(graded):
+    leaked = {name: row[-1] for name, row in graded["rows"].items() if "Leaked" in row[-1]}
+    assert leaked == {}
+    assert graded["rows"]["escape"][1:] == HONEST_ROW
+    assert graded["connections"] == 0  # neither the host's socket file nor its abstract socket answered
+    assert Path("/proc/sys/kernel/hostname").read_text() == graded["hostname"]
+
+
+def test_nothing_written_outside_the_sandbox(graded):
+    base, rows = graded["base"], graded["rows"]
+    assert (base / "sentinel.txt").read_text(encoding="utf-8") == "keep"
+    assert (graded["subs"] / "honest.ipynb").exists() and not (base / "planted.txt").exists()
+    # the vandal's removals failed (it cannot see them) and so did its write: cell 5 raised
+    assert rows["vandal"][1:8] == HONEST_ROW[:7] and rows["vandal"][-1].startswith("出错：单元格 5 抛出")
+    assert not (base / "instructor-ipython").exists()  # grading history stays out of the instructor's IPython
+    assert sorted(p.name for p in base.iterdir()) == ["grades.csv", "secret.txt", "sentinel.txt", "subs",
+                                                      "teacher.sock", "tmp"]
+    assert list((base / "tmp").iterdir()) == []  # every notebook's folder removed, however deep
 
 
 def test_nothing_a_notebook_started_is_left(graded):
@@ -92,22 +274,83 @@ def test_nothing_a_notebook_started_is_left(graded):
     assert leftovers == []
 
 
-def test_nothing_written_outside_the_copy(graded):
-    proc, rows, base, sentinel, _ = graded
-    assert sentinel.read_text(encoding="utf-8") == "keep"
-    assert (base / "subs" / "honest.ipynb").exists() and not (base / "planted.txt").exists()
-    assert rows["vandal"][7] == "1" and rows["vandal"][-1].startswith("出错：单元格 5 抛出")  # the write failed
-    assert not (base / "instructor-ipython").exists()  # grading history stays out of the instructor's IPython
+def test_limits_stop_a_notebook_and_say_which(graded):
+    rows = graded["rows"]
+    assert rows["memory_hog"][-1].startswith("超限：") and "内存超过 4 GiB" in rows["memory_hog"][-1]
+    assert rows["many_slow_cells"][-1].startswith("超限：") and f"超过 {NOTEBOOK_TIMEOUT} 秒" in rows["many_slow_cells"][-1]
+    assert rows["deep_shared"][-1].startswith("超限：") and "共用的文件夹" in rows["deep_shared"][-1]
+    for name in ("disk", "deep_dirs", "fork_storm", "hog"):  # refused inside their own notebook: no Leaked
+        assert rows[name][1:8] == HONEST_ROW[:7], rows[name]
+    assert rows["hog"][-1] == "ok"
+    for name in ("memory_hog", "many_slow_cells", "deep_shared"):  # their answers never left the kernel
+        assert rows[name][7] == "0"
+    # the whole machine: three 2.8 GB children stopped near the 4 GiB budget, not at 8.4 GB
+    assert graded["sampler"].used_peak < LIMITS.memory_bytes + 3 * 2**30
 
 
-def test_a_memory_hog_is_refused_inside_its_own_notebook(graded):
-    proc, rows, *_ = graded
-    assert rows["hog"][7] == "1" and rows["hog"][-1] == "ok"
+def test_what_a_notebook_prints_costs_the_grader_nothing(graded):
+    rows = graded["rows"]
+    assert rows["huge_output"][1:8] == HONEST_ROW[:7]
+    assert rows["sparse"][1:] == ["0"] * 7 + ["未批改：文件有 1,024 MiB，超过 16 MiB 的上限（一章连同图也不到 1 MiB）"]
+    assert graded["sampler"].grader_peak < 600 * 2**20  # 300 MiB printed, a 1 GiB file handed in
 
 
-def test_a_cell_that_ignores_the_interrupt_ends_its_notebook_only(graded):
-    proc, rows, *_, seconds = graded
-    assert rows["deaf"][-1].startswith("中断无效：单元格 4 运行超过 5 秒且不响应中断")
+def test_one_broken_file_costs_only_its_row(graded):
+    rows = graded["rows"]
+    assert rows["deep_json"][1:] == ["0"] * 7 + ["不是 notebook：JSON 嵌套过深，不是 Jupyter 保存的文件"]
+    assert rows["link"][-1] == "未批改：这是一个符号链接，只批改文件夹里的普通文件"
+    assert rows["no_answers"][1:] == ["0"] * 7 + ["出错：读答案的单元格抛出 RuntimeError"]
+    assert rows["deaf"][-1].startswith(f"中断无效：单元格 4 运行超过 {TIMEOUT} 秒且不响应中断")
     assert rows["deaf"][7] == "0"  # its answers never left the kernel
-    # the class did not wait on it more than its timeout and grace (kernels start in ~1–2 s each)
-    assert seconds < 5 + INTERRUPT_GRACE_S + 6 * len(rows)
+
+
+def test_no_student_string_forges_a_row(graded):
+    stdout, rows = graded["stdout"], graded["rows"]
+    assert "\x1b" not in stdout and "\r" not in stdout
+    table = stdout.split("\n\n")[0].splitlines()
+    assert len(table) == len(rows)  # the header and one line per file: no line added
+    assert not [line for line in table if line.startswith(("fake_student", "honest 1 1 1"))]
+    assert "Err\\nfake_student 1 1 1 1 1 1 6 ok" in rows["forged_rows"][-1]
+    assert "\\x1b[3A\\x1b[2K\\rhonest" in rows["forged_rows"][-1]
+    with open(graded["base"] / "grades.csv", encoding="utf-8-sig", newline="") as f:
+        cells = [cell for row in csv.reader(f) for cell in row]
+    assert not [c for c in cells if c.startswith(("=", "+", "-", "@", "\t", "\r"))]
+
+
+@pytest.fixture
+def slow_class(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _notebook(subs / "a_honest.ipynb", [])
+    _notebook(subs / "b_slow.ipynb", ["import time\ntime.sleep(60)"])
+    _notebook(subs / "c_honest.ipynb", [])
+    return subs
+
+
+def test_ctrl_c_stops_cleanly_and_writes_nothing(slow_class, tmp_path):
+    out = tmp_path / "grades.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "batchlab", "grade", str(slow_class), "--csv", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kernels: set[int] = set()
+    deadline = time.monotonic() + 120  # at most 2 min until the second (slow) notebook's kernel runs
+    while len(kernels) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        try:
+            family = psutil.Process(proc.pid).children(recursive=True)
+            kernels |= {p.pid for p in family if "ipykernel_launcher" in " ".join(p.cmdline())}
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    time.sleep(3)
+    sandbox = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert stderr.splitlines()[-1].startswith("python -m batchlab grade: 已中断：3 份中批改完")
+    assert "Traceback" not in stderr and stdout == "" and not out.exists()
+    assert sandbox and not [p for p in sandbox if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_teacher_account_of_the_second_run_is_nobody_s():
+    """The unprivileged run's account must not be a real one (its files would be the sandbox's)."""
+    with pytest.raises(KeyError):
+        pwd.getpwuid(UNPRIVILEGED)

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from batchlab.apps import job_commands
-from batchlab.apps.grade import (DEFAULT_TIMEOUT_S, assignment_exercises, check_csv_target, grade_class,
+from batchlab.apps.grade import (DEFAULT_NOTEBOOK_S, DEFAULT_TIMEOUT_S, GradingInterrupted, assignment_exercises,
+                                 check_csv_target, grade_class,
                                  grade_table, table_text, write_csv)
 from batchlab.formulas.checks import at_most, between
 from batchlab.formulas.job import LIMITS
@@ -221,6 +222,8 @@ def _grade_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write the table to FILE (UTF-8 CSV; never inside DIR)")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S,
                         help=f"seconds a cell may run before it is interrupted (default {DEFAULT_TIMEOUT_S})")
+    parser.add_argument("--notebook-timeout", type=int, default=DEFAULT_NOTEBOOK_S,
+                        help=f"seconds one notebook may run in all, kernel start included (default {DEFAULT_NOTEBOOK_S})")
     parser.add_argument("--chapter", nargs="+", default=None, metavar="N",
                         help="the assignment's chapters, e.g. 4.1 (default: every chapter that at least half "
                              "the notebooks ask)")
@@ -232,12 +235,12 @@ def _grade(args: argparse.Namespace) -> dict:
         raise ValueError(f"DIR = {args.directory!r}：不是一个存在的文件夹")
     # whole seconds (nbclient's limit is an integer), at most a day: a cell is a student's exercise
     timeout = int(between("timeout", args.timeout, 1, 24 * 3600))
-    csv_path = None if args.csv is None else Path(args.csv)
-    if csv_path is not None:  # say so before minutes of grading
-        check_csv_target(csv_path, directory)
+    notebook_timeout = int(between("notebook-timeout", args.notebook_timeout, 1, 7 * 24 * 3600))
+    # say so before minutes of grading; then write where the check looked (links resolved once)
+    csv_path = None if args.csv is None else check_csv_target(Path(args.csv), directory)
     if args.chapter is not None:
         assignment_exercises([], args.chapter)  # an unknown chapter is refused before grading too
-    grades = grade_class(directory, timeout)
+    grades = grade_class(directory, timeout, notebook_timeout=notebook_timeout)
     if not grades:
         raise ValueError(f"DIR = {args.directory!r}：文件夹里没有要批改的文件")
     headers, rows = grade_table(grades, args.chapter)
@@ -299,6 +302,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         report: Any = command.run(args)
         # allow_nan=False: "Infinity" and "NaN" are not JSON; a report holding one is a bug to refuse
         text = json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) if args.json else command.text(report)
+    except GradingInterrupted as stop:  # Ctrl-C: the sandbox is gone, nothing written
+        print(f"{parser.prog} {args.command}: 已中断：{stop.total} 份中批改完 {stop.done} 份，没有写出任何结果",
+              file=sys.stderr)
+        return 130
     except (ValueError, RuntimeError, OverflowError, TimeoutError) as err:
         # one line: a rank's RuntimeError carries its whole traceback after the first line
         print(f"{parser.prog} {args.command}: error: {str(err).strip().splitlines()[0]}", file=sys.stderr)

@@ -1,31 +1,38 @@
 """``python -m batchlab grade``: run a class's submitted notebooks and score each exercise.
 
-Each submission is copied into a fresh folder of its own and runs top to bottom there, in a fresh kernel
-of this Python environment (where batchlab is installed) inside a bubblewrap sandbox: a read-only view
-of the system, write access to its own folder only, no network, its own process namespace — everything
-the notebook started is gone when its kernel is — and limits on file size and memory. Every cell gets a time limit;
-a cell that errors or runs over is recorded and the rest of the notebook still runs, so one bad cell
-costs only the exercises it breaks; a cell that ignores the interrupt ends that notebook's run.
+Each submission runs top to bottom in a fresh kernel of this Python environment (where batchlab is
+installed) inside the sandbox of :mod:`batchlab.apps.sandbox`: an unprivileged account with no
+capability, whoever starts ``grade``; only the system's libraries and this Python visible, read-only; a
+read-only copy of its own file in an in-memory working folder; no network, no host socket; limits on
+memory (all its processes together), processes, disk and time, past which the sandbox is killed and the
+row says why. Every cell gets a time limit, the notebook a wall-clock budget; a cell that errors or runs
+over is recorded and the rest of the notebook still runs, so one bad cell costs only the exercises it
+breaks; a cell that ignores the interrupt ends that notebook's run.
 
 A last cell, run in the same kernel, prints the answers the student gave (``batchlab.ui.exercises.answers``)
 as data. The grader judges them in its own process with the rule the student's 正确/不对 came from
-(``judge``): whatever a notebook does to its own kernel can change an answer, never a verdict.
+(``judge``): whatever a notebook does to its own kernel can change an answer, never a verdict. The grader
+keeps nothing else a notebook prints.
 
 The exercises of the assignment are the grader's own list: every exercise of each chapter that at least
 half the class's notebooks work on (``check("4.1-2", answer)``, or ``ask("4.1-2")`` in older copies), or of the
-chapters named with ``--chapter``. An
-exercise a student left unanswered, broke or deleted scores 0. A file that is not a notebook, vanished,
-or whose kernel cannot run gets a row that says why.
+chapters named with ``--chapter``. An exercise a student left unanswered, broke or deleted scores 0. A
+file that is not a notebook, is too large, is a link or vanished, or whose kernel cannot run gets a row
+that says why; whatever one file does costs only its own row. Every string a student controls (file
+names, exception names) is shown with its control characters escaped, and a CSV cell that a spreadsheet
+would read as a formula is written as text.
 """
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import logging
 import os
 import queue
 import re
-import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,41 +42,70 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from batchlab.apps.sandbox import LIMITS, Watch, bwrap, hand_over, prepare_run, remove_tree, sandbox_argv
 from batchlab.ui.exercises import EXERCISE_CALL, EXERCISES, judge
 from batchlab.ui.tables import text_table
 
-__all__ = ["DEFAULT_TIMEOUT_S", "OK", "Grade", "submissions", "read_notebook", "asked_exercises", "sandbox_argv",
-           "grade_notebook", "grade_class", "assignment_exercises", "grade_table", "check_csv_target",
-           "table_text", "write_csv"]
+__all__ = ["DEFAULT_TIMEOUT_S", "DEFAULT_NOTEBOOK_S", "MAX_SUBMISSION_BYTES", "OK", "Grade", "GradingInterrupted",
+           "submissions", "read_notebook", "asked_exercises", "grade_notebook", "grade_class",
+           "assignment_exercises", "grade_table", "check_csv_target", "table_text", "write_csv", "printable",
+           "spreadsheet_safe"]
 
 DEFAULT_TIMEOUT_S = 600
 """Seconds one cell may run before it is interrupted (nbval's --nbval-cell-timeout in scripts/test.sh
 is 300; a student's laptop-sized cell gets twice that)."""
+CHAPTER_SECONDS = 20
+"""The longest a chapter of the book takes to run top to bottom here (``benchmarks/bench.py``'s
+chapter budget); a submission is a chapter with the student's answers."""
+DEFAULT_NOTEBOOK_S = 30 * CHAPTER_SECONDS
+"""Seconds one notebook may run in all (kernel start included): 30 × a chapter's own run time, so a slow
+laptop-sized solution passes and 100 cells that each wait just under the cell limit do not hold the class
+for hours."""
 INTERRUPT_GRACE_S = 10
 """Seconds an interrupted cell has to stop before the notebook's run is abandoned."""
-MAX_FILE_BYTES = 256 * 2**20
-"""The largest file a submission may write (RLIMIT_FSIZE inside the sandbox)."""
-MAX_MEMORY_BYTES = 8 * 2**30
-"""The address space a submission's kernel may map (RLIMIT_AS): a chapter's kernel peaks near 1.2 GB of
-resident memory and torch maps far less than this; a runaway allocation fails inside the notebook."""
+MAX_SUBMISSION_BYTES = 16 * 2**20
+"""The largest file graded (a chapter with its figures is under 0.5 MB); a larger one is refused unread."""
+MAX_MESSAGE_BYTES = 16 * 2**20
+"""The largest message the grader accepts from a kernel (a chapter's largest, a figure, is under 1 MiB)."""
+_QUEUED = 8  # messages from a kernel waiting to be read: with MAX_MESSAGE_BYTES, at most 128 MiB
 
 OK = "ok"
 """The status of a notebook whose every cell ran without error within the time limit."""
 
 STUDENT, TOTAL, STATUS = "学生", "总分", "状态"
 _SHOWN_PROBLEMS = 3  # a NameError cascade would otherwise fill the status column
-_MARKER = "batchlab-grade-answers:"
-# Runs in the student's kernel after the last cell; names are private so they cannot clash. What it
-# prints is data (the answers); the verdicts are the grader's.
+_MARKER = "BatchlabGradeAnswers"
+# Runs in the student's kernel after the last cell; names are private so they cannot clash. It hands the
+# answers back as the text of an exception it raises, which travels in the cell's reply on the shell
+# channel: a notebook that floods or breaks its output stream cannot lose or delay them. What it sends
+# is data (the answers); the verdicts are the grader's.
 _ANSWERS_CELL = ("import json as _batchlab_json\n"
                  "from batchlab.ui.exercises import answers as _batchlab_answers\n"
-                 f"print({_MARKER!r} + _batchlab_json.dumps(_batchlab_answers(), default=repr))")
+                 f"raise type({_MARKER!r}, (Exception,), {{}})(_batchlab_json.dumps(_batchlab_answers(), default=repr))")
 _TIMED_OUT = "batchlab-grade-timeout"  # the ename nbclient reports for an interrupted cell
 _EXPECTED_ERROR = "raises-exception"  # the tag of a cell meant to fail (nbval and myst-nb honour it too)
+_KERNEL = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--HistoryManager.enabled=False"]
 # nbclient logs every timeout and error; the status column says them, and the progress bar stays clean.
 _QUIET = logging.getLogger(__name__)
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
+# C0 and C1 controls, DEL, and the Unicode characters that move or reorder text on a screen
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\n``, ``\\x1b``, ``\\u202e``), so a
+    student's file name or exception name cannot add, move or erase a row on the instructor's screen."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def spreadsheet_safe(cell: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: one starting with ``= + - @``, tab or CR gets a leading
+    apostrophe (OWASP's advice against CSV injection); numbers pass unchanged."""
+    if isinstance(cell, str) and cell.startswith(_FORMULA_START):
+        return "'" + cell
+    return cell
 
 
 @dataclass(frozen=True)
@@ -82,7 +118,7 @@ class Grade:
     passed: frozenset[str] = field(default_factory=frozenset)
 
 
-NOT_A_NOTEBOOK, UNREADABLE = "不是 notebook：", "读不到文件"
+NOT_A_NOTEBOOK, UNREADABLE, NOT_GRADED = "不是 notebook：", "读不到文件", "未批改："
 """How the status of a file that never ran begins."""
 
 
@@ -90,18 +126,29 @@ class _Abandoned(Exception):
     """A cell went on running after its interrupt: the notebook's run ends there."""
 
 
+class GradingInterrupted(KeyboardInterrupt):
+    """Ctrl-C: the sandbox is gone and nothing is written; ``done`` notebooks were graded."""
+
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__(done, total)
+        self.done, self.total = done, total
+
+
 def submissions(directory: Path, exclude: Sequence[Path] = ()) -> list[Path]:
-    """The files of ``directory`` to grade, by name: every visible file, so a student who handed in a
-    non-notebook still gets a row; ``exclude`` is left out."""
+    """The entries of ``directory`` that get a row, by name: every visible entry except folders, so a
+    student who handed in a non-notebook, a link or a pipe still gets a row (:func:`grade_notebook` grades
+    regular files only); ``exclude`` is left out."""
     skip = {p.resolve() for p in exclude}
     return sorted((p for p in directory.iterdir()
-                   if p.is_file() and not p.name.startswith(".") and p.resolve() not in skip),
-                  key=lambda p: p.name)
+                   if not p.name.startswith(".") and not (p.is_dir() and not p.is_symlink())
+                   and p.resolve() not in skip),
+                  key=lambda p: os.fsencode(p.name))
 
 
 def _student(path: Path) -> str:
     """The file's stem, readable even when the name's bytes are not UTF-8 (a zip made on a Chinese
-    Windows names files in GBK): tried as UTF-8, then GB 18030, else with replacement characters."""
+    Windows names files in GBK): tried as UTF-8, then GB 18030, else with replacement characters; control
+    characters escaped."""
     raw = os.fsencode(path.name)
     for encoding in ("utf-8", "gb18030"):
         try:
@@ -111,7 +158,30 @@ def _student(path: Path) -> str:
             continue
     else:
         name = raw.decode("utf-8", errors="replace")
-    return name[:-len(path.suffix)] if path.suffix and name.endswith(path.suffix) else name
+    return printable(name[:-len(path.suffix)] if path.suffix and name.endswith(path.suffix) else name)
+
+
+def _read_submission(path: Path) -> bytes | str:
+    """The bytes of the regular file at ``path`` (at most :data:`MAX_SUBMISSION_BYTES`), or the status of
+    the row when it is a link, not a regular file, too large or gone. Opened without following links
+    and without blocking (a pipe would wait for ever)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as err:
+        if path.is_symlink():
+            return f"{NOT_GRADED}这是一个符号链接，只批改文件夹里的普通文件"
+        return f"{UNREADABLE}（{type(err).__name__}），批改开始后它被删除或改动了"
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return f"{NOT_GRADED}不是普通文件，只批改文件夹里的普通文件"
+        if info.st_size > MAX_SUBMISSION_BYTES:
+            return (f"{NOT_GRADED}文件有 {info.st_size / 2**20:,.0f} MiB，超过 {MAX_SUBMISSION_BYTES / 2**20:g} MiB 的上限"
+                    "（一章连同图也不到 1 MiB）")
+        data = f.read(MAX_SUBMISSION_BYTES + 1)
+    if len(data) > MAX_SUBMISSION_BYTES:  # it grew while being read
+        return f"{NOT_GRADED}文件超过 {MAX_SUBMISSION_BYTES / 2**20:g} MiB 的上限"
+    return data
 
 
 def read_notebook(data: bytes, suffix: str = ".ipynb") -> Any:
@@ -126,6 +196,8 @@ def read_notebook(data: bytes, suffix: str = ".ipynb") -> Any:
         json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"第 {err.lineno} 行第 {err.colno} 列起不是合法的 JSON，文件不完整或已损坏") from None
+    except RecursionError:  # "[" * 200000: no notebook nests that deep
+        raise ValueError("JSON 嵌套过深，不是 Jupyter 保存的文件") from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. cells without ids: harmless, nbformat fills them in
         try:
@@ -147,7 +219,7 @@ def asked_exercises(notebook: Any) -> tuple[str, ...]:
 def _problem(cell_number: int, ename: str, timeout: int) -> str:
     if ename == _TIMED_OUT:
         return f"单元格 {cell_number} 运行超过 {timeout:g} 秒，已中断"
-    return f"单元格 {cell_number} 抛出 {ename}"
+    return f"单元格 {cell_number} 抛出 {printable(ename)}"
 
 
 def _status(problems: list[tuple[int, str]], timeout: int) -> str:
@@ -159,21 +231,16 @@ def _status(problems: list[tuple[int, str]], timeout: int) -> str:
     return f"{kind}：{shown}{more}"
 
 
-def _judged(outputs: list[Any]) -> frozenset[str]:
-    """The exercises whose answers, printed by the grader's last cell, the grader's ``judge`` accepts.
-    Only the first well-formed answers line counts; anything else a notebook prints there is ignored."""
-    for output in outputs:
-        if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            for line in output["text"].splitlines():
-                if not line.startswith(_MARKER):
-                    continue
-                try:
-                    given = json.loads(line[len(_MARKER):])
-                except ValueError:
-                    continue
-                if isinstance(given, dict):
-                    return frozenset(i for i, answer in given.items() if i in EXERCISES and _right(i, answer))
-    return frozenset()
+def _judged(answers_json: str) -> frozenset[str]:
+    """The exercises whose answers, sent by the grader's last cell as JSON, the grader's ``judge``
+    accepts; anything that is not a JSON object of answers counts for nothing."""
+    try:
+        given = json.loads(answers_json)
+    except (ValueError, RecursionError):
+        return frozenset()
+    if not isinstance(given, dict):
+        return frozenset()
+    return frozenset(i for i, answer in given.items() if i in EXERCISES and _right(i, answer))
 
 
 def _right(exercise_id: str, answer: Any) -> bool:
@@ -183,47 +250,62 @@ def _right(exercise_id: str, answer: Any) -> bool:
         return False
 
 
-def _bwrap() -> str:
-    """The bubblewrap executable, or RuntimeError: students' code never runs without the sandbox."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise RuntimeError("批改学生的代码需要沙箱 bubblewrap：请先安装（Debian/Ubuntu：apt-get install bubblewrap）")
-    return bwrap
+def grade_notebook(path: Path, timeout: int = DEFAULT_TIMEOUT_S, notebook_timeout: float = DEFAULT_NOTEBOOK_S,
+                   hidden: Sequence[Path] = ()) -> Grade:
+    """Grade the submission at ``path``: run it sandboxed, each cell limited to ``timeout`` seconds and
+    the whole run to ``notebook_timeout``, and return its grade. ``hidden``: host folders the kernel must
+    not see even were they inside the Python environment (the submissions). Never raises for what is in
+    the file: the status says what went wrong."""
+    student = _student(path)
+    try:
+        data = _read_submission(path)
+        if isinstance(data, str):
+            return Grade(student, data)
+        try:
+            notebook = read_notebook(data, path.suffix)
+        except ValueError as err:
+            return Grade(student, f"{NOT_A_NOTEBOOK}{err}")
+        asked = asked_exercises(notebook)
+        run = Path(tempfile.mkdtemp(prefix="batchlab-grade-"))
+        try:
+            status, answers = _run(notebook, run, prepare_run(run, data), timeout, notebook_timeout, hidden)
+        finally:
+            remove_tree(run)
+        return Grade(student, status, asked, _judged(answers))
+    except (KeyboardInterrupt, GradingInterrupted):
+        raise
+    except Exception as err:  # whatever one file does, the class goes on: this row says so
+        return Grade(student, f"出错：批改这份文件时出了问题（{type(err).__name__}），其余同学不受影响")
 
 
-def sandbox_argv(work: Path, cpu_seconds: int = 24 * 3600) -> list[str]:
-    """The command that starts a grading kernel: bubblewrap with a read-only root, ``work`` writable,
-    a private /tmp, no network, its own PID namespace (all of it dies with the kernel), limits on file
-    size, address space and CPU time (``cpu_seconds``), running this Python's ipykernel with history off. Raises RuntimeError without bubblewrap."""
-    return [_bwrap(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            *_python_under_tmp(), "--bind", str(work), str(work), "--chdir", str(work),
-            "--unshare-net", "--unshare-pid", "--die-with-parent",
-            # the kernel's parent is outside the namespace: its "parent died" poller must not run
-            "--unsetenv", "JPY_PARENT_PID", "--setenv", "IPYTHONDIR", str(work / ".ipython"),
-            "--setenv", "HOME", str(work), "--setenv", "MPLCONFIGDIR", str(work / ".matplotlib"),
-            "prlimit", f"--fsize={MAX_FILE_BYTES}", f"--as={MAX_MEMORY_BYTES}", f"--cpu={cpu_seconds}", "--",
-            sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-            "--HistoryManager.enabled=False"]
+class _Client:
+    """nbclient's NotebookClient keeping no output and no widget message: the grader needs only each
+    cell's reply, so a notebook that prints gigabytes or floods widget messages costs it nothing."""
+
+    @staticmethod
+    def make(notebook: Any, **kwargs: Any) -> Any:
+        from nbclient import NotebookClient
+
+        class Client(NotebookClient):
+            def output(self, outs: list, msg: dict, display_id: Any, cell_index: int) -> Any:
+                return None
+
+            def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
+                return None
+
+        return Client(notebook, **kwargs)
 
 
-def _python_under_tmp() -> list[str]:
-    """Read-only binds for this Python's environment and import paths that live under /tmp (a CI checkout,
-    say), which the sandbox's private /tmp would otherwise hide from the kernel."""
-    tmp = Path(tempfile.gettempdir()).resolve()
-    paths = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, *sys.path) if p and Path(p).exists()}
-    under = sorted(p for p in paths if p.is_relative_to(tmp) and p != tmp)
-    return [arg for p in under for arg in ("--ro-bind", str(p), str(p))]
-
-
-def _kernel_manager(work: Path, cpu_seconds: int) -> Any:
+def _kernel_manager(run: Path, ipc: Path, cpu_seconds: int, watch: Watch, hidden: Sequence[Path]) -> Any:
     """A manager for a sandboxed kernel of this Python (whatever kernelspec the notebook names, as nbval's
     --nbval-current-env does: students' notebooks import the instructor's batchlab), talking over Unix
-    sockets in ``work`` since the sandbox has no network."""
+    sockets in ``ipc`` since the sandbox has no network; ``watch`` starts when the sandbox does."""
     from ipykernel.kernelspec import RESOURCES
     from jupyter_client import AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    import zmq.asyncio
 
-    argv = sandbox_argv(work, cpu_seconds)
+    argv = sandbox_argv(run, _KERNEL, LIMITS, cpu_seconds, hidden)
 
     class Sandboxed(KernelSpecManager):
         def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
@@ -231,76 +313,95 @@ def _kernel_manager(work: Path, cpu_seconds: int) -> Any:
             return KernelSpec(resource_dir=RESOURCES, argv=argv, display_name="batchlab-grade", language="python",
                               interrupt_mode="message")
 
-    return AsyncKernelManager(kernel_spec_manager=Sandboxed(), kernel_name="batchlab-grade", transport="ipc",
-                              ip=str(work / "kernel"), connection_file=str(work / "kernel.json"))
+    class Manager(AsyncKernelManager):
+        def write_connection_file(self, **kwargs: Any) -> None:
+            super().write_connection_file(**kwargs)
+            hand_over(Path(self.connection_file))  # the kernel's account reads it
+
+        def client(self, **kwargs: Any) -> Any:
+            return super().client(context=self.context, **kwargs)  # the bounded sockets below
+
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+            watch.watch(self.provisioner.pid)
+
+    # What the grader receives is bounded too: a message over MAX_MESSAGE_BYTES is dropped by zmq, and at
+    # most _QUEUED messages wait to be read, so a notebook printing gigabytes costs megabytes here.
+    context = zmq.asyncio.Context()
+    context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+    context.setsockopt(zmq.RCVHWM, _QUEUED)
+    return Manager(kernel_spec_manager=Sandboxed(), kernel_name="batchlab-grade", transport="ipc",
+                   ip=str(ipc / "kernel"), connection_file=str(ipc / "kernel.json"), context=context)
 
 
-def grade_notebook(path: Path, timeout: int = DEFAULT_TIMEOUT_S) -> Grade:
-    """Run the submission at ``path`` from a copy in a fresh folder, sandboxed, each cell limited to
-    ``timeout`` seconds, and return its grade. Never raises for what is inside the file: the status says
-    what went wrong."""
-    student = _student(path)
-    try:
-        data = path.read_bytes()
-    except OSError as err:  # deleted or unreadable since the folder was listed
-        return Grade(student, f"{UNREADABLE}（{type(err).__name__}），批改开始后它被删除或改动了")
-    try:
-        notebook = read_notebook(data, path.suffix)
-    except ValueError as err:
-        return Grade(student, f"{NOT_A_NOTEBOOK}{err}")
-    asked = asked_exercises(notebook)
-    with tempfile.TemporaryDirectory(prefix="batchlab-grade-") as work:
-        work_dir = Path(work)
-        (work_dir / "submission.ipynb").write_bytes(data)  # what the student's cells see of their file
-        status, outputs = _run(notebook, work_dir, timeout)
-    return Grade(student, status, asked, _judged(outputs))
+_CURRENT: dict[str, Watch] = {}  # the sandbox running now, for Ctrl-C
 
 
-def _run(notebook: Any, work: Path, timeout: int) -> tuple[str, list[Any]]:
-    """Execute ``notebook`` plus the answers cell in a sandboxed kernel in ``work``: (status, the answers
-    cell's outputs)."""
+def _run(notebook: Any, run: Path, ipc: Path, timeout: int, notebook_timeout: float,
+         hidden: Sequence[Path]) -> tuple[str, str]:
+    """Execute ``notebook`` plus the answers cell in a sandboxed kernel: (status, the answers as JSON,
+    empty if none came back)."""
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
     # Cell numbers as a reader counts them in the student's notebook (markdown included), from 1.
     problems: list[tuple[int, str]] = []
+    answers: dict[str, str] = {}
     last = len(notebook.cells)
     notebook.cells.append(nbformat.v4.new_code_cell(_ANSWERS_CELL))
     current = {"cell": 0}
+    watch = Watch(ipc, LIMITS, wall_seconds=notebook_timeout)
 
     def on_cell_execute(cell: Any, cell_index: int) -> None:
         current["cell"] = cell_index + 1
 
     async def on_cell_executed(cell: Any, cell_index: int, execute_reply: dict) -> None:
         content = execute_reply.get("content", {})
-        if (cell_index < last and content.get("status") == "error"
-                and _EXPECTED_ERROR not in cell.metadata.get("tags", [])):
-            problems.append((cell_index + 1, content.get("ename", "?")))
+        if cell_index == last:
+            if content.get("ename") == _MARKER:
+                answers["json"] = str(content.get("evalue", ""))
+            elif content.get("status") == "error":
+                answers["error"] = printable(str(content.get("ename", "?")))
+        elif (content.get("status") == "error" and _EXPECTED_ERROR not in cell.metadata.get("tags", [])):
+            problems.append((cell_index + 1, str(content.get("ename", "?"))))
         if content.get("ename") == _TIMED_OUT and not await _stopped(client, execute_reply):
             raise _Abandoned
 
-    client = NotebookClient(
+    manager = _kernel_manager(run, ipc, 2 * timeout * (last + 2) + 60, watch, hidden)
+    client = _Client.make(
         # CPU time: every cell at its limit on two threads, and the start; a runaway that escapes the
         # per-cell timeout (threads it started, say) is killed by SIGXCPU and its row says the kernel died.
-        notebook, km=_kernel_manager(work, 2 * timeout * (last + 2) + 60),
-        timeout=timeout, allow_errors=True, interrupt_on_timeout=True,
+        notebook, km=manager,
+        timeout=int(min(timeout, notebook_timeout)), allow_errors=True, interrupt_on_timeout=True,
         # Do not wait here for an interrupted cell's reply: _stopped gives it INTERRUPT_GRACE_S.
         error_on_timeout={"ename": _TIMED_OUT, "evalue": "", "traceback": []},
         on_cell_execute=on_cell_execute, on_cell_executed=on_cell_executed, log=_QUIET,
-        resources={"metadata": {"path": str(work)}})
+        resources={"metadata": {"path": str(ipc)}})
+    _CURRENT["watch"] = watch
     try:
         # cleanup_kc: the kernel is ours to shut down (km= alone would leave it running). The kernel's
-        # own stdout/stderr hold only its start-up banner; what the student's code prints travels in outputs.
+        # own stdout/stderr hold only its start-up banner; what the student's code prints is dropped.
         client.execute(cleanup_kc=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except _Abandoned:
         return (f"中断无效：单元格 {current['cell']} 运行超过 {timeout:g} 秒且不响应中断，这份作业的运行到此结束，"
-                "后面的单元格和答案都没有读到"), []
+                "后面的单元格和答案都没有读到"), ""
     except DeadKernelError:
-        return f"出错：内核在单元格 {current['cell']} 意外退出", []
+        if watch.reason is not None:
+            return f"超限：单元格 {current['cell']} 运行时{watch.reason}，后面的单元格和答案都没有读到", ""
+        return f"出错：内核在单元格 {current['cell']} 意外退出", ""
     except Exception as err:  # kernel failed to start, protocol error, …: this row, not the class
-        return f"出错：无法运行（{type(err).__name__}：{err}）", []
-    return _status(problems, timeout), notebook.cells[-1].outputs
+        if watch.reason is not None:
+            return f"超限：{watch.reason}", ""
+        return f"出错：无法运行（{type(err).__name__}：{printable(str(err))[:200]}）", ""
+    finally:
+        _CURRENT.pop("watch", None)
+        watch.stop()
+        manager.context.destroy(linger=0)
+    status = _status(problems, timeout)
+    if "json" not in answers:
+        why = f"读答案的单元格抛出 {answers['error']}" if "error" in answers else "读答案的单元格没有交回答案"
+        status = f"出错：{why}" if status == OK else f"{status}；{why}"
+    return status, answers.get("json", "")
 
 
 async def _stopped(client: Any, execute_reply: dict) -> bool:
@@ -318,18 +419,41 @@ async def _stopped(client: Any, execute_reply: dict) -> bool:
 
 
 def grade_class(directory: Path, timeout: int = DEFAULT_TIMEOUT_S, exclude: Sequence[Path] = (),
-                progress: bool = True) -> list[Grade]:
+                progress: bool = True, notebook_timeout: float = DEFAULT_NOTEBOOK_S) -> list[Grade]:
     """Grade every submission in ``directory`` (see :func:`submissions`), one after another, with a
-    progress bar on stderr. Raises RuntimeError before any work when the sandbox is missing."""
+    progress bar on stderr. Raises RuntimeError before any work when the sandbox is missing, and
+    :class:`GradingInterrupted` on Ctrl-C once the running sandbox is killed."""
     from tqdm import tqdm
 
-    _bwrap()  # refuse before any work
+    bwrap()  # refuse before any work
     files = submissions(directory, exclude)
-    grades = []
-    with tqdm(files, desc="批改", unit="份", disable=not progress) as bar:
-        for path in bar:
-            bar.set_postfix_str(_student(path))
-            grades.append(grade_notebook(path, timeout))
+    grades: list[Grade] = []
+    interrupted: list[int] = []
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        interrupted.append(signum)  # no exception inside nbclient's event loop: stop the sandbox instead
+        watch = _CURRENT.get("watch")
+        if watch is not None:
+            watch.kill()
+
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()  # only the main thread takes signals
+    previous = signal.signal(signal.SIGINT, on_interrupt) if main else None
+    try:
+        with tqdm(files, desc="批改", unit="份", disable=not progress) as bar:
+            for path in bar:
+                if interrupted:
+                    break
+                bar.set_postfix_str(_student(path))
+                grade = grade_notebook(path, timeout, notebook_timeout, hidden=[directory])
+                if not interrupted:
+                    grades.append(grade)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        raise GradingInterrupted(len(grades), len(files))
     return grades
 
 
@@ -359,29 +483,41 @@ def grade_table(grades: Sequence[Grade], chapters: Sequence[str] | None = None) 
     return [STUDENT, *ids, TOTAL, STATUS], rows
 
 
-def check_csv_target(csv_path: Path, submissions_dir: Path) -> None:
-    """Refuse, before any grading, a ``--csv`` that could lose something: a path inside the submissions
-    folder (it would overwrite or join the submissions), a folder, or a place that cannot be written."""
-    target = Path(os.path.abspath(csv_path))
-    if target.is_relative_to(Path(os.path.abspath(submissions_dir))) or \
-            target.resolve().is_relative_to(submissions_dir.resolve()):
-        raise ValueError(f"--csv {str(csv_path)!r}：不能写进提交文件夹 {str(submissions_dir)!r}（会覆盖或混入学生的文件）")
-    if target.is_dir():
-        raise ValueError(f"--csv {str(csv_path)!r}：这是一个文件夹，不是文件")
-    if not target.parent.is_dir():
-        raise ValueError(f"--csv {str(csv_path)!r}：文件夹 {str(target.parent)!r} 不存在")
-    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise ValueError(f"--csv {str(csv_path)!r}：没有写入权限")
+def check_csv_target(csv_path: Path, submissions_dir: Path) -> Path:
+    """The file ``--csv`` will write, resolved as the system will (links followed before ``..``); refused,
+    before any grading, if writing it could lose something: inside the submissions folder (it would
+    overwrite or join the submissions), a folder, a place that cannot be written, a name too long."""
+    shown = printable(str(csv_path))
+    if len(os.fsencode(Path(csv_path).name)) > 200:  # the temporary file beside it adds a prefix and a suffix
+        raise ValueError(f"--csv：文件名太长（{len(os.fsencode(Path(csv_path).name))} 字节，最多 200）")
+    try:
+        target = Path(os.path.realpath(csv_path))
+        inside = target.is_relative_to(Path(os.path.realpath(submissions_dir)))
+        exists, is_dir = target.exists(), target.is_dir()
+        parent_ok = target.parent.is_dir()
+    except (OSError, ValueError) as err:  # a name with a NUL byte, a folder name over the system's limit
+        code = errno.errorcode.get(err.errno, "") if isinstance(err, OSError) else "含有空字符"
+        raise ValueError(f"--csv {shown!r}：无法使用这个路径（{code}）") from None
+    if inside:
+        raise ValueError(f"--csv {shown!r}：不能写进提交文件夹 {printable(str(submissions_dir))!r}（会覆盖或混入学生的文件）")
+    if is_dir:
+        raise ValueError(f"--csv {shown!r}：这是一个文件夹，不是文件")
+    if not parent_ok:
+        raise ValueError(f"--csv {shown!r}：文件夹 {printable(str(target.parent))!r} 不存在")
+    if not os.access(target.parent, os.W_OK) or (exists and not os.access(target, os.W_OK)):
+        raise ValueError(f"--csv {shown!r}：没有写入权限")
+    return target
 
 
 def write_csv(path: Path, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """The table as CSV, UTF-8 with a byte-order mark so that Excel reads the Chinese; written to a
+    """The table as CSV, UTF-8 with a byte-order mark so that Excel reads the Chinese, every cell a
+    spreadsheet would take for a formula written as text (:func:`spreadsheet_safe`); written to a
     temporary file beside ``path`` and renamed over it, so a failure leaves no half-written table."""
     with tempfile.NamedTemporaryFile("w", newline="", encoding="utf-8-sig", dir=Path(path).parent,
                                      prefix=".grades-", suffix=".csv", delete=False) as f:
         writer = csv.writer(f)
-        writer.writerow(headers)
-        writer.writerows(rows)
+        writer.writerow([spreadsheet_safe(h) for h in headers])
+        writer.writerows([spreadsheet_safe(c) for c in row] for row in rows)
     os.replace(f.name, path)
 
 
