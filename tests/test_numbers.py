@@ -1,4 +1,6 @@
 """Numbers for people: each formatter's output, and tables that right-align them and show no Python repr."""
+import math
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -50,3 +52,26 @@ def test_span_scales_both_ends():
     assert span((150.4, 218.75)) == "150–219"
     with pytest.raises(ValueError):
         span((1.0,))
+
+
+def test_a_gap_at_float32_rounding_says_so_instead_of_its_digits():
+    from batchlab.lecture.verdicts import FLOAT32_ROUNDING, SAME_UPDATE_TOLERANCE, same_update
+    from batchlab.ui.numbers import float_gap
+    noise = "< 10⁻⁶（float32 舍入）"
+    for g in (0.0, 9.1e-8, 1.1e-7, 2.2e-7, math.nextafter(FLOAT32_ROUNDING, 0)):  # just below the threshold
+        assert float_gap(g) == noise and isinstance(float_gap(g), Formatted)
+    assert float_gap(FLOAT32_ROUNDING) == "1.0×10⁻⁶"                              # at it: a number again
+    assert float_gap(math.nextafter(FLOAT32_ROUNDING, 1)) == "1.0×10⁻⁶"           # just above
+    assert float_gap(3.3e-2) == scientific(3.3e-2) == "3.3×10⁻²"
+    # One rule: the text names the threshold (10⁻⁶), and "same update" allows ten times it (10⁻⁵, as 4.6's
+    # criterion says), so every gap shown as rounding noise is the same update.
+    assert FLOAT32_ROUNDING == 1e-6 and SAME_UPDATE_TOLERANCE == 1e-5
+    assert same_update(math.nextafter(FLOAT32_ROUNDING, 0)) and same_update(SAME_UPDATE_TOLERANCE)
+    assert not same_update(math.nextafter(SAME_UPDATE_TOLERANCE, 1))
+
+
+def test_a_rounding_gap_is_one_right_aligned_number_in_a_table():
+    from batchlab.ui.numbers import float_gap
+    table = text_table(["做法", "相对差异"], [["累积", float_gap(1.5e-7)], ["BatchNorm", float_gap(3.3e-2)]])
+    assert table.numeric == (False, True)
+    assert table.cells[0][1] == "< 10⁻⁶（float32 舍入）" and "1.5" not in table.text + table.html()

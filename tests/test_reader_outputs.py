@@ -78,3 +78,22 @@ def test_the_number_pattern_catches_raw_numbers():
     for good in ("25,159,499,776", "5,120", "23.4 GiB", "1.1×10⁻⁷", "2.345", "M = 1024", "2019 年", "1,234.5",
                  "npu-smi-23.0-8cards", "种子 0"):
         assert not RAW_NUMBER.search(good), good
+
+
+# A number at float32 rounding level (below batchlab.lecture.verdicts.FLOAT32_ROUNDING, 10⁻⁶) is noise whose
+# digits change with the CPU's vector instructions (and fail nbval on another CPU): a reader sees what it
+# means, batchlab.ui.numbers.float_gap's "< 10⁻⁶（float32 舍入）", not m×10⁻⁷.
+ROUNDING_NOISE = re.compile(r"×10⁻(?:[⁷⁸⁹]|[¹²³⁴⁵⁶⁷⁸⁹][⁰¹²³⁴⁵⁶⁷⁸⁹])(?![⁰¹²³⁴⁵⁶⁷⁸⁹])"
+                            r"|\d(?:\.\d+)?e-(?:0?[7-9]|[1-9]\d)\b")
+
+
+@pytest.mark.parametrize("path", sorted(BOOK.glob("4.*.ipynb")), ids=lambda p: p.stem)
+def test_no_digits_of_rounding_noise_in_what_readers_see(path):
+    assert [line for line in reader_lines(path) if ROUNDING_NOISE.search(line)] == []
+
+
+def test_the_rounding_pattern_catches_noise_digits():
+    for bad in ("累积  1.1×10⁻⁷  成立", "差异 9.1×10⁻⁸", "2.2×10⁻¹²", "gap 1.5e-07", "1e-8"):
+        assert ROUNDING_NOISE.search(bad), bad
+    for good in ("< 10⁻⁶（float32 舍入）", "1.0×10⁻⁶", "3.3×10⁻²", "3.20×10⁻³", "lr 1e-3", "1e-6"):
+        assert not ROUNDING_NOISE.search(good), good

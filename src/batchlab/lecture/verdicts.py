@@ -14,7 +14,7 @@ from batchlab.formulas.fit import least_squares_line
 __all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "loss_after", "lowest_at_budgets", "count_rises", "in_band", "beats",
            "samples_to_target", "holds_in_every_seed", "later_rises", "oscillates", "beats_like_with_like", "wins_per_seed", "unchanged", "only_memory_moves", "moved_besides", "same_update",
            "best_rate_grows", "OSCILLATION_MIN_RISES", "UNCHANGED_TOLERANCE", "SAME_DISTRIBUTION", "UNTESTABLE", "VERDICT_LABELS",
-           "update_verdict"]
+           "update_verdict", "FLOAT32_ROUNDING_EXPONENT", "FLOAT32_ROUNDING", "SAME_UPDATE_TOLERANCE"]
 
 VERDICT: dict[bool, str] = {True: "成立", False: "不成立"}
 SAME_DISTRIBUTION = "同分布，非同一次更新"
@@ -177,13 +177,23 @@ def moved_besides(ratios: Mapping[str, float], memory: str, tolerance: float = U
     return [name for name, r in ratios.items() if name != memory and not unchanged(r, tolerance)]
 
 
-def same_update(relative_gap: float, tolerance: float = 1e-5) -> bool:
+FLOAT32_ROUNDING_EXPONENT = -6
+FLOAT32_ROUNDING = 10.0**FLOAT32_ROUNDING_EXPONENT
+"""The largest relative gap float32 rounding alone leaves between two orders of the same sums (4.6
+measures 1e-7 to 2e-7; the digits change with the CPU's vector instructions). Below it a gap is noise:
+readers see "< 10⁻⁶（float32 舍入）" (:func:`batchlab.ui.numbers.float_gap`), not its digits."""
+SAME_UPDATE_TOLERANCE = 10.0**(FLOAT32_ROUNDING_EXPONENT + 1)  # 1e-5, exactly
+"""How large a relative gradient gap still counts as the same update: ten times the rounding level, so no
+CPU's rounding flips the verdict, and far below any systematic gap (4.6's are 10⁻² and more)."""
+
+
+def same_update(relative_gap: float, tolerance: float = SAME_UPDATE_TOLERANCE) -> bool:
     """Two ways of computing one update agree: their largest gradient difference, relative to the
-    largest gradient entry, is at most ``tolerance`` (float32 rounding is ~1e-7)."""
+    largest gradient entry, is at most ``tolerance`` (ten times :data:`FLOAT32_ROUNDING`)."""
     return nonnegative("relative_gap", relative_gap) <= nonnegative("tolerance", tolerance)
 
 
-def update_verdict(relative_gap: float, reseeded_gap: float, tolerance: float = 1e-5) -> str:
+def update_verdict(relative_gap: float, reseeded_gap: float, tolerance: float = SAME_UPDATE_TOLERANCE) -> str:
     """Verdict on "these two computations give the same update" when one of them draws random numbers.
 
     :func:`same_update` within ``tolerance`` → 成立; otherwise, a gap at most twice ``reseeded_gap`` (the

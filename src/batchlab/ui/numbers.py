@@ -3,15 +3,18 @@
 Each function returns a :class:`Formatted` string — text, but a number to :func:`batchlab.ui.tables.text_table`,
 which right-aligns it. Bytes are shown in binary units (GiB = 2³⁰ bytes, as ``npu-smi`` and the memory model
 count), rates in TFLOP/s, fractions as percentages, model estimates with the significant figures a model
-deserves, and tiny numbers in scientific notation instead of a row of zeros.
+deserves, and tiny numbers in scientific notation instead of a row of zeros — except a gap at float32 rounding
+level, whose digits are noise (:func:`float_gap`).
 """
 from __future__ import annotations
 
 import math
 from typing import Iterable, Mapping, Sequence
 
-__all__ = ["Formatted", "count", "decimal", "percent", "size", "flops_rate", "estimate", "scientific", "ratio", "listed",
-           "labelled", "tally", "span"]
+from batchlab.lecture.verdicts import FLOAT32_ROUNDING, FLOAT32_ROUNDING_EXPONENT
+
+__all__ = ["Formatted", "count", "decimal", "percent", "size", "flops_rate", "estimate", "scientific", "float_gap", "ratio",
+           "listed", "labelled", "tally", "span"]
 
 _UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -63,6 +66,15 @@ def scientific(x: float, figures: int = 2) -> Formatted:
     if round(abs(mantissa), figures - 1) >= 10:  # 9.96 → 10.0: carry into the exponent
         mantissa, exponent = mantissa / 10, exponent + 1
     return Formatted(f"{mantissa:.{figures - 1}f}×10{str(exponent).translate(_SUPERSCRIPT)}")
+
+
+def float_gap(x: float, figures: int = 2) -> Formatted:
+    """A relative gap between two float32 computations of the same quantity. Below
+    :data:`~batchlab.lecture.verdicts.FLOAT32_ROUNDING` its digits are rounding noise that changes with the CPU's
+    vector instructions, so it says what it means: 1.1e-07 → < 10⁻⁶（float32 舍入）; above, :func:`scientific`."""
+    if abs(x) < FLOAT32_ROUNDING:
+        return Formatted(f"< 10{str(FLOAT32_ROUNDING_EXPONENT).translate(_SUPERSCRIPT)}（float32 舍入）")
+    return scientific(x, figures)
 
 
 def ratio(x: float, digits: int = 2) -> Formatted:
