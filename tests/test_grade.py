@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from batchlab.apps.cli import main
-from batchlab.apps.grade import (MAX_SUBMISSION_BYTES, OK, Grade, _judged, _status, _student, asked_exercises,
-                                 check_csv_target, grade_notebook, grade_table, printable, read_notebook,
-                                 spreadsheet_safe, submissions, write_csv)
+from batchlab.apps.grade import (MAX_SUBMISSION_BYTES, Grade, _judged, _student, asked_exercises,
+                                 grade_notebook, grade_table, read_notebook, submissions)
+from batchlab.apps.grade_kernel import OK, _status
+from batchlab.apps.grade_report import check_csv_target, printable, spreadsheet_safe, write_csv
 from batchlab.ui.exercises import EXERCISES, answers, check, expected, is_correct, judge
 
 FIXTURES = Path(__file__).parent / "fixtures" / "grading"

@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 from batchlab.apps import job_commands
 from batchlab.apps.grade import (DEFAULT_NOTEBOOK_S, DEFAULT_TIMEOUT_S, GradingInterrupted, assignment_exercises,
-                                 check_csv_target, grade_class,
-                                 grade_table, table_text, write_csv)
+                                 grade_class, grade_table)
+from batchlab.apps.grade_report import check_csv_target, table_text, write_csv
 from batchlab.formulas.checks import at_most, between
 from batchlab.formulas.job import LIMITS
 from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, check_runnable,

@@ -99,7 +99,13 @@ def python_paths() -> list[Path]:
                 line = line.strip()
                 if line and not line.startswith(("#", "import")) and Path(line).is_absolute() and Path(line).is_dir():
                     roots.add(Path(line))
-    resolved = sorted({p.resolve() for p in roots if p.exists()} | {p for p in roots if p.exists()})
+    def reachable(p: Path) -> bool:
+        try:
+            return p.exists()
+        except OSError:  # a folder this account may not enter: the kernel could not either
+            return False
+
+    resolved = sorted({p.resolve() for p in roots if reachable(p)} | {p for p in roots if reachable(p)})
     # keep the outermost of nested folders
     return [p for p in resolved if not any(p != q and p.is_relative_to(q) for q in resolved)]
 
