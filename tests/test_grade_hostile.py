@@ -149,6 +149,8 @@ def _class(base: Path) -> Path:
         'raise type("\\x1b[3A\\x1b[2K\\rhonest 1 1 1 1 1 1 6 ok", (Exception,), {})()'])
     _notebook(subs / "no_answers.ipynb", ["import batchlab.ui.exercises as e\n"
                                           "def boom():\n    raise RuntimeError('no')\ne.answers = boom"])
+    # a real chapter as a student hands it in (torch, matplotlib, widgets): the sandbox must run it whole
+    shutil.copy(Path(__file__).parents[1] / "book" / "4.1-definition.ipynb", subs / "chapter.ipynb")
     (subs / "deep_json.ipynb").write_text("[" * 200_000 + "]" * 200_000, encoding="utf-8")
     with open(subs / "sparse.ipynb", "wb") as f:  # 1 GiB on paper, nothing on disk
         f.truncate(2**30)
@@ -255,6 +257,11 @@ def test_every_honest_row_is_graded_and_unchanged(graded):
     assert (graded["subs"] / "classmate.ipynb").read_bytes() == graded["classmate"]
     for name in FORGERS:  # patch_judge also overwrote its own right answer with 0s: it scores 0
         assert int(rows[name][7]) <= 1, rows[name]
+
+
+def test_a_chapter_runs_whole_in_the_sandbox(graded):
+    """Chapter 4.1 as handed in (its exercises unanswered): every cell runs, torch and figures included."""
+    assert graded["rows"]["chapter"][-1] == "ok", graded["rows"]["chapter"]
 
 
 def test_no_attack_leaked_anything(graded):

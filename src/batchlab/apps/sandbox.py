@@ -204,7 +204,9 @@ def sandbox_argv(run: Path, command: Sequence[str], limits: Limits = LIMITS, cpu
             "--cap-add", "CAP_SETPCAP", *namespaces, *mounts, *env, "--",
             "setpriv", f"--reuid={HOST_UID}", f"--regid={HOST_UID}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--",
-            binary, *unprivileged, "--bind", "/", "/", "--chdir", WORK_DIR, "--", *limited]
+            # a /dev of its own: device nodes bound from outside a user namespace do not open inside it
+            binary, *unprivileged, "--bind", "/", "/", "--dev", "/dev", "--size", str(limits.shm_bytes),
+            "--tmpfs", "/dev/shm", "--chdir", WORK_DIR, "--", *limited]
 
 
 class Watch:
