@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -27,12 +27,13 @@ from batchlab.apps import job_commands
 from batchlab.apps.grade import (DEFAULT_NOTEBOOK_S, DEFAULT_TIMEOUT_S, GradingInterrupted, assignment_exercises,
                                  grade_class, grade_table)
 from batchlab.apps.grade_report import check_csv_target, table_text, write_csv
-from batchlab.formulas.checks import at_most, between
-from batchlab.formulas.job import LIMITS
+from batchlab.formulas.budget import BENCH_BUDGET, RUN_BUDGET, bench_cost, check_budget, run_cost
+from batchlab.formulas.checks import at_most, between, whole
+from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, check_runnable,
                                                   in_flight_microbatches, pipeline_timeline, simulable)
 from batchlab.formulas.precision import element_bytes
-from batchlab.formulas.presets import get_config, layer_forward_flops
+from batchlab.formulas.presets import get_config
 
 __all__ = ["main", "build_parser", "COMMANDS", "CLI_BENCH_SECONDS"]
 
@@ -99,6 +100,8 @@ CLI_BENCH_SECONDS = 10.0
 """The longest benchmark the CLI starts (estimated before the samples; the default takes 1–3 s here, the
 case's shapes in 4.6's cheat sheet 2–3 s on an idle 2-core CPU and twice that on a busy one)."""
 _BENCH_MS = (1, 2, 4, 8, 16, 32, 64, 128)  # = measure.matmul.DEFAULT_MS, repeated so --help needs no torch
+_BENCH_FLAGS = {"ms": "--m 的个数", "m": "--m", "k": "--k", "n": "--n"}
+"""The flags that set each input of :func:`~batchlab.formulas.budget.bench_cost`, for its refusal line."""
 
 
 def _bench_matmul_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,12 +121,16 @@ def _bench_matmul_arguments(parser: argparse.ArgumentParser) -> None:
 def _bench_matmul(args: argparse.Namespace) -> dict:
     if args.dtype != "auto":
         element_bytes(args.dtype)  # a dtype typo answers before torch loads (seconds on a laptop)
+    # what the shapes hold and draw, before torch loads: "auto" is fp32 on a CPU, bf16 (drawn in fp32) elsewhere
+    for dtype in ("float32", "bfloat16") if args.dtype == "auto" else (args.dtype,):
+        check_budget(bench_cost(args.m, args.k, args.n, dtype), BENCH_BUDGET, _BENCH_FLAGS)
     from batchlab.measure.matmul import bench_matmul, efficiency, training_dtype  # torch only when needed
 
     dtype = training_dtype(args.device) if args.dtype == "auto" else args.dtype
     report = bench_matmul(args.m, args.k, args.n, dtype, args.device, args.repeats, args.min_seconds,
                           max_seconds=CLI_BENCH_SECONDS)
     report["fraction_of_best"] = efficiency(report["results"])
+    report["estimated_cost"] = asdict(bench_cost(args.m, args.k, args.n, dtype))
     return report
 
 
@@ -153,16 +160,36 @@ def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds a distributed run may take, start-up included (default 120)")
 
 
-RUN_FLOPS = 2 * 10**10
-"""The most training FLOPs a measured step (``--run``) may take: a few seconds on one laptop core (the
-default run, 4 stages × 8 micro-batches of 4 × 64 tokens at width 128, takes half of it)."""
 MAX_RUN_STAGES = 16
+RUN_STEPS = {"local": 1, "distributed": 3}
+"""Steps a measured run takes: one local step; distributed, one warm-up and two timed (``DISTRIBUTED_TIMED``)."""
+DISTRIBUTED_TIMED = 2
+_RUN_FLAGS = {"num_microbatches": "--micro-batches", "pipeline_stages": "--stages", "micro_batch_size": "--micro-batch-size",
+              "seq_len": "--seq-len", "d_model": "--d-model"}
+"""The flags that set each input of :func:`~batchlab.formulas.budget.run_cost`, for its refusal line."""
+
+
+def _run_job(args: argparse.Namespace) -> Job:
+    """The job a measured run trains: the tiny GPT at ``--d-model``, one layer per stage (at least two), fp32."""
+    p, m, b = args.stages, args.micro_batches, whole("micro_batch_size", args.micro_batch_size)
+    at_most("pipeline_stages", p, MAX_RUN_STAGES, "实测运行的上限")
+    # m × b sequences are the job's global batch: say so in the flags' words before the job says global_batch
+    at_most("--micro-batches × --micro-batch-size", m * b, LIMITS["global_batch"][1], "上限")
+    config = get_config("tiny", n_layer=max(p, 2), d_model=args.d_model, n_head=4,
+                        n_positions=max(64, whole("seq_len", args.seq_len)))
+    return Job(model=config, seq_len=args.seq_len, global_batch=m * b, micro_batch_size=b, pipeline_stages=p,
+               schedule=args.schedule, precision="fp32", optimizer="sgd")
 
 
 def _pipeline(args: argparse.Namespace) -> dict:
     check_runnable(args.schedule, args.stages, args.micro_batches)  # 1F1B needs m ≥ p, as the runtimes do
     p, m = args.stages, args.micro_batches
     at_most("num_microbatches", m, LIMITS["global_batch"][1], "上限")
+    at_most("pipeline_stages", p, LIMITS["global_batch"][1], "上限")  # the answer lists a number per stage
+    if args.run is not None:  # what the run will spend, against the budget, before anything runs or torch loads
+        job = _run_job(args)
+        cost = check_budget(run_cost(job, RUN_STEPS[args.run], p if args.run == "distributed" else 1), RUN_BUDGET,
+                            _RUN_FLAGS)
     report = {"schedule": args.schedule, "pipeline_stages": p, "num_microbatches": m,
               "bubble_fraction_formula": bubble_fraction(p, m),
               "peak_in_flight": in_flight_microbatches(args.schedule, p, m)}
@@ -174,23 +201,18 @@ def _pipeline(args: argparse.Namespace) -> dict:
         timeline = pipeline_timeline(args.schedule, p, m)
         return {**report, "run": "simulated", "bubble_fraction": timeline.idle_fraction,
                 "step_time": timeline.makespan, "step_time_unit": unit}
-    at_most("pipeline_stages", p, MAX_RUN_STAGES, "实测运行的上限")
-    config = get_config("tiny", n_layer=max(p, 2), d_model=args.d_model, n_head=4, n_positions=max(64, args.seq_len))
-    flops = m * (1 + BACKWARD_PER_FORWARD) * config.n_layer * layer_forward_flops(config, args.micro_batch_size,
-                                                                                    args.seq_len)
-    at_most("这一步的训练 FLOPs", int(flops), RUN_FLOPS, "实测运行的上限（减小 --micro-batches、--micro-batch-size、"
-            "--seq-len 或 --d-model）")
+    config = job.model
     from batchlab.measure.model import GPT  # torch only for the runs
     from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local
     from batchlab.measure.pipeline_distributed import run_pipeline_distributed
 
     if args.run == "local":
-        inputs, targets = pipeline_batch(config, m, args.micro_batch_size, args.seq_len, seed=0)
+        inputs, targets = pipeline_batch(config, m, job.micro_batch_size, job.seq_len, seed=0)
         result = run_pipeline_local(GPT(config), inputs, targets, p, m, args.schedule)
         timeline, seconds = result["replayed"], result["replayed"].makespan
     else:
-        result = run_pipeline_distributed(config, p, m, args.micro_batch_size, args.seq_len, args.schedule,
-                                          timeout=between("timeout", args.timeout, 1, 3600))
+        result = run_pipeline_distributed(config, p, m, job.micro_batch_size, job.seq_len, args.schedule,
+                                          steps=DISTRIBUTED_TIMED, timeout=between("timeout", args.timeout, 1, 3600))
         timeline, seconds = result["timeline"], min(result["step_seconds"])
     cores = os.cpu_count() or 1
     shared = (f"{p} 个进程共用 {cores} 个 CPU 核：每个进程分不到一个核，测到的气泡比公式大得多"
@@ -198,8 +220,8 @@ def _pipeline(args: argparse.Namespace) -> dict:
     return {**report, "run": args.run, "bubble_fraction": timeline.idle_fraction, "step_time": seconds,
             "step_time_unit": "seconds", "peak_in_flight": timeline.peak_in_flight(),
             "model": {"n_layer": config.n_layer, "d_model": config.d_model,
-                      "micro_batch_size": args.micro_batch_size, "seq_len": args.seq_len},
-            "warning": shared}
+                      "micro_batch_size": job.micro_batch_size, "seq_len": job.seq_len},
+            "estimated_cost": asdict(cost), "warning": shared}
 
 
 def _pipeline_text(report: dict) -> str:
