@@ -151,6 +151,61 @@ def test_any_value_the_page_sends_is_answered(index, name_index, value):
     assert (answer["error"] is None) == (answer["chart"] is not None)
 
 
+NOT_OBJECTS = ["null", "[]", "1", "-2.5", "true", '"memory"', '[{"micro_batch_size": 4}]', "", "{", "NaN-ish"]
+"""JSON text that holds no object (or no JSON at all): what a broken page, an old cached script or a reader's
+console could send in place of the values or the context."""
+
+
+def _one_line(answer: dict) -> str:
+    """The refusal's line: no chart, no traceback, one Chinese line naming what was wrong."""
+    error = answer["error"]
+    assert answer["chart"] is None and isinstance(error, str) and "\n" not in error, answer
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in error) and "Traceback" not in answer["summary_html"], error
+    json.dumps(answer, allow_nan=False)  # what the page parses
+    return error
+
+
+@pytest.mark.parametrize("text", NOT_OBJECTS)
+@pytest.mark.parametrize("index", range(4), ids=lambda i: explorers()[i].name)
+def test_values_that_are_not_an_object_answer_one_line(index, text):
+    explorer = explorers()[index]
+    context = json.dumps(explorer.context())
+    for changed in explorer.initial_values():
+        error = _one_line(json.loads(web.update(explorer.name, context, text, changed)))
+        assert error.startswith("values = ")
+
+
+@pytest.mark.parametrize("text", [*NOT_OBJECTS, "{}", '{"job": 1, "measured": 2, "curve": 3, "cloud": 4, "start": 5}'])
+@pytest.mark.parametrize("index", range(4), ids=lambda i: explorers()[i].name)
+def test_a_context_that_is_not_the_explorers_answers_one_line(index, text):
+    explorer = explorers()[index]
+    values = json.dumps(explorer.initial_values())
+    for answer in (json.loads(web.start(explorer.name, text)),
+                   json.loads(web.update(explorer.name, text, values, next(iter(explorer.initial_values()))))):
+        assert _one_line(answer).startswith("context") and answer["controls"] is None
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                      max_size=3), max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(index=st.integers(0, 3), values=JSON_VALUES, context=JSON_VALUES, changed=st.text(max_size=12))
+def test_any_json_the_page_sends_is_answered(index, values, context, changed):
+    """Any JSON as the values, or as the context, with any control name: an answer, or one line."""
+    explorer = explorers()[index]
+    good_context, good_values = json.dumps(explorer.context()), json.dumps(explorer.initial_values())
+    for answer in (web.update(explorer.name, good_context, json.dumps(values), changed),
+                   web.update(explorer.name, json.dumps(context), good_values, changed),
+                   web.start(explorer.name, json.dumps(context))):
+        answer = json.loads(answer)
+        if answer["error"] is not None:
+            _one_line(answer)
+        else:
+            assert answer["chart"] is not None
+
+
 # ----------------------------------------------------------------------------- in Chromium
 def _moves(explorer, values: dict, control) -> list:
     if control.options:

@@ -186,9 +186,12 @@ class MemoryExplorerSpec(Explorer):
     def follow(self, values: dict, changed: str) -> dict:
         if changed != "model":
             return dict(values)
-        config = get_config(values["model"])
-        options = seq_len_options(config.n_positions)
-        keep = max(v for v in options if v <= values["seq_len"])  # the same length, or the longest that fits
+        try:
+            config = get_config(values["model"])
+            # the same length, or the longest that fits
+            keep = max(v for v in seq_len_options(config.n_positions) if v <= values["seq_len"])
+        except (KeyError, TypeError, ValueError):  # a missing or refused value: compute() says which, in one line
+            return dict(values)
         return {**values, "seq_len": keep, "precision": default_precision(config), "dropout": config.dropout}
 
     def measured_for(self, values: dict, stages: int) -> list | None:

@@ -23,37 +23,71 @@ EXPLORERS: dict[str, type[Explorer]] = {cls.name: cls for cls in (BatchExplorer,
 """Every explorer the page can run, by the name its marker carries."""
 
 
-def answer(explorer: Explorer, values: dict, panel: Panel) -> dict:
-    """What the page shows: the controls (with their current values), the summary and the chart."""
+def answer(explorer: Explorer | None, values: object, panel: Panel) -> dict:
+    """What the page shows: the controls (with their current values), the summary and the chart. Without an
+    explorer (its context refused) or an object of values, no controls: the page keeps the ones it has."""
     try:
-        controls = [c.as_record() for c in explorer.controls(values)]
+        controls = [c.as_record() for c in explorer.controls(values)] if explorer and isinstance(values, dict) else None
     except ValueError:
-        controls = None  # the page keeps the controls it has
+        controls = None
     return {"values": values, "controls": controls, "summary_html": panel.summary_html,
             "chart": panel.chart, "error": panel.error}
 
 
+def _refused(explorer: Explorer | None, values: object, message: str) -> str:
+    """The answer to a refused value: its rule's one line, as summary and error, and no chart."""
+    return json.dumps(answer(explorer, values, Panel(render_error_html(message), error=message)), ensure_ascii=False)
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(constant)
+
+
+def _object(name: str, text: str) -> dict:
+    """The JSON object ``text`` holds; else ValueError in the book's wording (the page sends what it was given).
+    NaN and Infinity are not JSON (a browser's JSON.stringify never writes them): echoed back, the page could
+    not parse the answer."""
+    try:
+        value = json.loads(text, parse_constant=_not_json)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} = {str(text)[:40]!r}：不是 JSON 文本") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} = {json.dumps(value, ensure_ascii=False)[:40]}：必须是 JSON 对象（名字 → 值）")
+    return value
+
+
 def _explorer(name: str, context_json: str) -> Explorer:
-    if name not in EXPLORERS:
+    if not isinstance(name, str) or name not in EXPLORERS:
         raise ValueError(f"explorer = {name!r}：可选 {', '.join(EXPLORERS)}")
-    return EXPLORERS[name].from_context(json.loads(context_json))
+    context = _object("context", context_json)
+    try:
+        return EXPLORERS[name].from_context(context)
+    except KeyError as err:
+        raise ValueError(f"context：不是 {name} 探索器的上下文（缺少 {str(err)[:40]}）") from None
+    except (TypeError, AttributeError, IndexError):  # a field of the wrong kind
+        raise ValueError(f"context：不是 {name} 探索器的上下文（有字段的类型不对）") from None
 
 
 def start(name: str, context_json: str) -> str:
-    """The explorer's controls and first panel, as JSON text."""
-    explorer = _explorer(name, context_json)
+    """The explorer's controls and first panel, as JSON text (a refused context: its one line, no controls)."""
+    try:
+        explorer = _explorer(name, context_json)
+    except ValueError as err:
+        return _refused(None, None, str(err))
     values = explorer.initial_values()
     return json.dumps(answer(explorer, values, explorer.compute(values)), ensure_ascii=False)
 
 
 def update(name: str, context_json: str, values_json: str, changed: str) -> str:
-    """The panel after the control ``changed`` moved to the value in ``values_json``, as JSON text."""
-    explorer = _explorer(name, context_json)
-    values = json.loads(values_json)
+    """The panel after the control ``changed`` moved to the value in ``values_json``, as JSON text; a refused
+    context, values that are not a JSON object, or a refused value answer their rule's one line."""
+    explorer = values = None
     try:
+        explorer = _explorer(name, context_json)
+        values = _object("values", values_json)
         values = explorer.follow(values, changed)
-    except (ValueError, KeyError, TypeError) as err:
-        message = str(err)
-        return json.dumps(answer(explorer, values, Panel(render_error_html(message), error=message)),
-                          ensure_ascii=False)
+    except ValueError as err:  # the checks' one Chinese line
+        return _refused(explorer, values, str(err))
+    except (KeyError, TypeError) as err:  # an explorer's follow() that did not check: still one line, no traceback
+        return _refused(explorer, values, f"values：{changed!r} 改变后这组值无法计算（{type(err).__name__}: {err}）")
     return json.dumps(answer(explorer, values, explorer.compute(values)), ensure_ascii=False)
