@@ -20,7 +20,14 @@ What is measured, each the way a reader meets it:
   timed by the page from the change to the new summary and chart;
 * ``grade_seconds_per_notebook`` — ``grade`` on one submission, the book's first chapter as a student
   hands it in: copy, sandbox, kernel, every cell, the grader's judgement (reported, no budget: it is the
-  chapter's own time plus the sandbox's start).
+  chapter's own time plus the sandbox's start);
+* ``hostile`` — every hostile flag value and every combination of flags that multiply
+  (:mod:`booktools.hostile`, whose answers ``tests/test_bounds.py`` checks) run in this process, from the
+  call to the answer or the one-line refusal; and each explorer control moved to its own bounds
+  (``widgets``' ``extreme_max_ms``);
+* ``matmul`` — the speed claims of the matmul benchmark (4.4): the lecture's ``[128, 4096] × [4096, 8192]``
+  several times faster per FLOP than one row (best of three interleaved rounds of both), and the harness as
+  fast as a bare ``torch.matmul`` loop (one thread, attempts counted only while this thread had its core).
 """
 from __future__ import annotations
 
@@ -51,6 +58,12 @@ BUDGETS = {
     "cli_seconds": 0.5,
     "live_cold_seconds": 15.0,          # a page's explorer: first touch to live, Pyodide not cached
     "live_update_median_ms": 300.0,     # a control moved in the live page to the new summary and chart
+    "widget_extreme_ms": 1000.0,        # a control moved to its own bound (the largest batch, the deepest pipeline)
+    "hostile_case_seconds": 5.0,        # any hostile value of one flag: answered or refused
+    "hostile_bench_seconds": 12.0,      # … of bench-matmul, which runs benchmarks estimated at up to 10 s
+    "combined_case_seconds": 10.0,      # flags whose product is the cost (issue 26): answered or refused
+    "lecture_speedup_min": 3.0,         # M = 128 at least 3 × the TFLOP/s of M = 1 (the lecture's shape)
+    "harness_over_bare": 0.10,          # the matmul harness within 10 % of a bare loop's seconds per call
 }
 
 PEAK_RSS_CELL = """
@@ -217,7 +230,88 @@ def bench_widgets() -> dict:
                 "micro_batch_size": [1, 4, 8, 16, 32, 2], "global_batch": [32, 128, 256, 512, 64],
                 "pipeline_stages": [1, 2, 8, 16, 4], "data_parallel": [1, 4, 8, 2], "schedule": ["gpipe", "1f1b"]}),
         }
-    return {name: time_changes(widget, spread(sweeps)) for name, (widget, sweeps) in demos.items()}
+    return {name: {**time_changes(widget, spread(sweeps)), "extreme_max_ms": time_extremes(widget)["max_ms"]}
+            for name, (widget, sweeps) in demos.items()}
+
+
+def time_extremes(widget) -> dict:
+    """Each control of ``widget`` moved to its own bounds and between them (:func:`booktools.hostile.control_values`),
+    timed from the change to the new output, as :func:`time_changes` times a sweep."""
+    from booktools.hostile import control_values
+
+    changes = [(name, value) for name, control in widget.controls.items() for value in control_values(control)]
+    return time_changes(widget, changes)
+
+
+def bench_hostile() -> dict:
+    """Seconds from the call to the answer (or the one-line refusal) of every hostile flag value and combined
+    case of :mod:`booktools.hostile`, run in this process: the slowest of each kind, and each combined case."""
+    from booktools.hostile import COMBINED, answer, flag_cases
+
+    flags = {"hostile": ("", 0.0), "hostile_bench": ("", 0.0)}
+    for command, flag, value, argv in flag_cases():
+        seconds = answer([*argv, "--json"]).seconds
+        kind = "hostile_bench" if command == "bench-matmul" else "hostile"
+        if seconds > flags[kind][1]:
+            flags[kind] = (f"{command} {flag} {value}", seconds)
+    combined = {label: answer([*argv, "--json"]).seconds for label, argv in COMBINED.items()}
+    return {"slowest_flag": flags["hostile"], "slowest_bench_flag": flags["hostile_bench"], "combined": combined}
+
+
+def bare_matmul_seconds(m: int, k: int, n: int, number: int, repeats: int) -> float:
+    """Seconds per fp32 ``torch.matmul(a, b)`` on the CPU in a plain loop (new output each call, no
+    calibration, no timed_region): the reference the harness must agree with. Best of ``repeats``."""
+    import math
+
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(m, k, generator=generator), torch.randn(k, n, generator=generator)
+    torch.matmul(a, b)
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            torch.matmul(a, b)
+        best = min(best, time.perf_counter() - start)
+    return best / number
+
+
+def bench_matmul_claims(rounds: int = 3, attempts: int = 5) -> dict:
+    """The matmul benchmark's two speed claims, measured on the CPU.
+
+    ``lecture_speedup``: the best TFLOP/s of M = 128 over the best of M = 1 (``[M, 4096] × [4096, 8192]``),
+    over ``rounds`` rounds that each measure both, so a busy spell slows both alike. ``harness_over_bare``:
+    bare loop seconds / harness seconds per call at 1024³ on one thread, like with like (the bare loop runs
+    as many calls per sample as the harness calibrated), from the attempt closest to 1 among those where this
+    thread had ≥ 90 % of its core (None when none did); ``cpu_share``: that share, at best."""
+    import math
+
+    import torch
+
+    from batchlab.measure.matmul import bench_matmul
+
+    best: dict[int, float] = {}
+    for _ in range(rounds):
+        for row in bench_matmul([1, 128], device="cpu", repeats=3)["results"]:
+            best[row["m"]] = max(best.get(row["m"], 0.0), row["tflops"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: its CPU time against wall time says whether it had its core
+    try:
+        ratios, shares = [], []
+        for _ in range(attempts):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            harness = bench_matmul([1024], k=1024, n=1024, device="cpu", repeats=3, min_seconds=0.1)
+            harness = harness["results"][0]["seconds"]
+            bare = bare_matmul_seconds(1024, 1024, 1024, number=math.ceil(0.1 / harness), repeats=3)
+            shares.append((time.thread_time() - cpu) / (time.perf_counter() - wall))
+            if shares[-1] >= 0.9:
+                ratios.append(bare / harness)
+    finally:
+        torch.set_num_threads(threads)
+    return {"lecture_speedup": best[128] / best[1], "lecture_tflops": best,
+            "harness_over_bare": min(ratios, key=lambda r: abs(r - 1)) if ratios else None,
+            "cpu_share": max(shares)}
 
 
 def over_budget(report: dict) -> list[str]:
@@ -242,6 +336,23 @@ def over_budget(report: dict) -> list[str]:
     for key, budget in (("build_seconds", "build_seconds"), ("cli_seconds", "cli_seconds")):
         if report[key] > BUDGETS[budget]:
             over.append(f"{key}: {report[key]:.2f} s > {BUDGETS[budget]} s")
+    for name, w in report["widgets"].items():
+        if w["extreme_max_ms"] > BUDGETS["widget_extreme_ms"]:
+            over.append(f"{name} at a control's bound: {w['extreme_max_ms']:.0f} ms > {BUDGETS['widget_extreme_ms']} ms")
+    hostile = report["hostile"]
+    for key, budget in (("slowest_flag", "hostile_case_seconds"), ("slowest_bench_flag", "hostile_bench_seconds")):
+        case, seconds = hostile[key]
+        if seconds > BUDGETS[budget]:
+            over.append(f"{case}: {seconds:.1f} s > {BUDGETS[budget]} s")
+    over += [f"combined case {label}: {seconds:.1f} s > {BUDGETS['combined_case_seconds']} s"
+             for label, seconds in hostile["combined"].items() if seconds > BUDGETS["combined_case_seconds"]]
+    matmul = report["matmul"]
+    if matmul["lecture_speedup"] < BUDGETS["lecture_speedup_min"]:
+        over.append(f"lecture shape: M = 128 only {matmul['lecture_speedup']:.1f} × M = 1's TFLOP/s "
+                    f"< {BUDGETS['lecture_speedup_min']}")
+    ratio = matmul["harness_over_bare"]
+    if ratio is not None and abs(ratio - 1) > BUDGETS["harness_over_bare"]:
+        over.append(f"matmul harness: {ratio:.2f} × a bare loop's rate, off by more than {BUDGETS['harness_over_bare']:.0%}")
     live = report["live"]
     if live["cold_seconds"] > BUDGETS["live_cold_seconds"]:
         over.append(f"live explorer, first touch to live: {live['cold_seconds']:.1f} s > {BUDGETS['live_cold_seconds']} s")
@@ -249,6 +360,23 @@ def over_budget(report: dict) -> list[str]:
         over.append(f"live explorer update: median {live['update_median_ms']:.0f} ms > "
                     f"{BUDGETS['live_update_median_ms']} ms")
     return over
+
+
+def text_hostile(hostile: dict) -> list[str]:
+    """The hostile cases' lines of :func:`text_report`."""
+    lines = [f"slowest hostile flag value   {hostile['slowest_flag'][1]:6.2f} s  ({hostile['slowest_flag'][0]})",
+             f"slowest hostile bench-matmul {hostile['slowest_bench_flag'][1]:6.2f} s  "
+             f"({hostile['slowest_bench_flag'][0]})"]
+    return lines + [f"combined case {label:<48} {seconds:6.2f} s" for label, seconds in hostile["combined"].items()]
+
+
+def text_matmul(matmul: dict) -> list[str]:
+    """The matmul claims' lines of :func:`text_report`."""
+    ratio = matmul["harness_over_bare"]
+    return [f"matmul M = 128 over M = 1 (TFLOP/s)  {matmul['lecture_speedup']:6.1f} ×",
+            "matmul harness over a bare loop      " + (f"{ratio:6.2f} ×" if ratio is not None else
+                                                     f"not compared: this thread had {matmul['cpu_share']:.0%} "
+                                                     "of its core at best")]
 
 
 def text_report(report: dict) -> str:
@@ -259,7 +387,7 @@ def text_report(report: dict) -> str:
     lines.append(f"whole book {sum(nb['seconds'] for nb in report['notebooks'].values()):36.2f} s")
     for name, w in report["widgets"].items():
         lines.append(f"widget {name:<24} median {w['median_ms']:6.1f} ms  worst {w['max_ms']:6.1f} ms  "
-                     f"({w['updates']} changes)")
+                     f"({w['updates']} changes), at the controls' bounds worst {w['extreme_max_ms']:6.1f} ms")
     lines.append(f"strict book build {report['build_seconds']:29.2f} s")
     live = report["live"]
     lines.append(f"live explorer (4.3, Chromium, empty cache)  first touch to live {live['cold_seconds']:5.1f} s, "
@@ -267,6 +395,7 @@ def text_report(report: dict) -> str:
                  f"({live['updates']} changes)")
     lines.append(f"cli plan (process start to exit) {report['cli_seconds']:14.3f} s")
     lines.append(f"grade one notebook (sandbox included) {report['grade_seconds_per_notebook']:9.2f} s")
+    lines += text_hostile(report["hostile"]) + text_matmul(report["matmul"])
     lines.append("budgets: " + ", ".join(f"{k} {v:g}" for k, v in BUDGETS.items()))
     lines += [f"OVER  {line}" for line in report["over"]] or ["all budgets met"]
     return "\n".join(lines)
@@ -285,6 +414,8 @@ def main() -> int:
         **dict(zip(("build_seconds", "live"), bench_build())),
         "cli_seconds": bench_cli(),
         "grade_seconds_per_notebook": bench_grade(chapters[0]),
+        "hostile": bench_hostile(),
+        "matmul": bench_matmul_claims(),
         "budgets": BUDGETS,
     }
     report["over"] = over_budget(report)

@@ -1,13 +1,12 @@
-"""The matmul benchmark (batchlab.measure.matmul) and its CLI: positive numbers for the asked shapes, the
-lecture's M = 128 far faster per FLOP than M = 1, a harness that adds nothing to a bare loop, checked
-inputs. Small k/n everywhere except the one lecture-shape comparison, to stay fast on a 2-core CPU."""
+"""The matmul benchmark (batchlab.measure.matmul) and its CLI: positive numbers for the asked shapes, a harness
+that reports the calls' own time, checked inputs. Small k/n everywhere, to stay fast on a 2-core CPU. Speed
+claims (M = 128 several times faster per FLOP than M = 1; the harness as fast as a bare loop) are measured by
+benchmarks/bench.py against its budgets, not asserted here."""
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -48,61 +47,39 @@ def test_float16_runs_or_is_refused_clearly():
             bench_matmul([2], 32, 32, "float16", "cpu")
 
 
-def test_the_lecture_shape_runs_several_times_faster_per_flop_than_one_row():
-    # [128, 4096] × [4096, 8192] against [1, 4096] × [4096, 8192]: one row reads the whole 128 MiB weight
-    # for 67 MFLOP, so it is memory-bound; 128 rows reuse it 128 times.
-    rows = {r["m"]: r for r in bench_matmul([1, 128], device="cpu", repeats=3)["results"]}
-    assert rows[128]["tflops"] >= 3 * rows[1]["tflops"], rows
+def test_the_harness_reports_the_calls_own_time(monkeypatch):
+    """What the harness adds is nothing: on a clock that only the calls advance (1 ms each, and every third
+    timed region stalled by 50 ms, as a busy machine does), it reports 1 ms per call, from samples of calls that
+    together last at least min_seconds. (That it agrees with a bare loop on a real CPU, and that the lecture's
+    M = 128 runs several times faster per FLOP than M = 1, are speed claims: benchmarks/bench.py reports them.)"""
+    import batchlab.measure.matmul as matmul
 
+    clock = {"now": 0.0, "regions": 0}
 
-@pytest.fixture
-def one_thread():
-    # Two OpenMP threads beside a busy neighbour run at whatever speed the scheduler's placement allows,
-    # and a placement persists for seconds: harness and bare loop then differ by ±20% in either
-    # direction though neither changed. One thread makes the contention measurable (its CPU time against
-    # wall time, below); the harness's own overhead, the thing under test, does not depend on threads.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    class Region:
+        seconds = None
 
+        def __enter__(self):
+            self.start = clock["now"]
+            return self
 
-def bare_matmul_seconds(m: int, k: int, n: int, number: int, repeats: int) -> float:
-    """Seconds per fp32 ``torch.matmul(a, b)`` on the CPU in a plain loop (new output each call, no
-    calibration, no timed_region): the reference the harness must agree with. Best of ``repeats``."""
-    generator = torch.Generator().manual_seed(0)
-    a, b = torch.randn(m, k, generator=generator), torch.randn(k, n, generator=generator)
-    torch.matmul(a, b)
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            torch.matmul(a, b)
-        best = min(best, time.perf_counter() - start)
-    return best / number
+        def __exit__(self, *exc):
+            clock["regions"] += 1
+            if clock["regions"] % 3 == 0:
+                clock["now"] += 0.05
+            self.seconds = clock["now"] - self.start
 
+    calls = []
 
-def test_the_harness_adds_nothing_to_a_bare_matmul_loop(one_thread):
-    # Like with like: the bare loop runs as many calls per sample as the harness calibrated (≥ 0.1 s),
-    # best of 3 each; the best of *shorter* samples is a luckier one on a busy machine. An attempt only
-    # counts if this thread had its core (CPU time ≥ 90% of wall time): beside another busy pytest
-    # worker, the same loop varies by 2× and no 10% comparison means anything, so it is skipped.
-    valid, shares = [], []
-    deadline = time.perf_counter() + 5  # about 1 s per attempt on a quiet machine
-    while len(shares) < 5 and time.perf_counter() < deadline:
-        wall, cpu = time.perf_counter(), time.thread_time()
-        harness = bench_matmul([1024], k=1024, n=1024, device="cpu", repeats=3, min_seconds=0.1)
-        harness = harness["results"][0]["seconds"]
-        calls = math.ceil(0.1 / harness)  # what the harness's calibration chose, give or take one
-        bare = bare_matmul_seconds(1024, 1024, 1024, number=calls, repeats=3)
-        shares.append((time.thread_time() - cpu) / (time.perf_counter() - wall))
-        if shares[-1] >= 0.9:
-            valid.append(bare / harness)  # = harness rate / bare rate
-            if abs(valid[-1] - 1) <= 0.10:
-                return
-    if not valid:
-        pytest.skip(f"machine too busy to compare timings: this thread got {max(shares):.0%} of its core at best")
-    assert any(abs(ratio - 1) <= 0.10 for ratio in valid), valid
+    def one_call():
+        clock["now"] += 1e-3
+        calls.append(1)
+
+    monkeypatch.setattr(matmul, "timed_region", lambda device: Region())
+    monkeypatch.setattr(matmul, "synchronize", lambda device: None)
+    seconds, per_sample = matmul._seconds_per_call(one_call, torch.device("cpu"), repeats=5, min_seconds=0.1)
+    assert seconds == pytest.approx(1e-3) and per_sample * 1e-3 >= 0.1
+    assert len(calls) >= 5 * per_sample  # five samples of that many calls (plus the calibration)
 
 
 def test_measure_ceilings_gives_both_roofs_and_their_ridge():

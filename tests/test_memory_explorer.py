@@ -1,5 +1,3 @@
-import statistics
-import time
 import warnings
 from dataclasses import replace
 
@@ -228,19 +226,24 @@ def test_explorer_leaks_no_figures_and_draws_every_glyph():
     assert len(explorer.figure.axes) == 1
 
 
-def test_redraws_are_quick():
+def test_every_move_redraws():
+    """Each control moved, then moved back: a new report, summary and picture each time (how long a redraw
+    takes is benchmarks/bench.py's widget budget, not a pass criterion here)."""
     explorer = MemoryExplorer()
     moves = [("micro_batch_size", 4), ("seq_len", 512), ("schedule", "gpipe"), ("recompute", "full"),
              ("precision", "fp32"), ("dropout", 0.0), ("pipeline_stages", 8), ("global_batch", 128), ("data_parallel", 1),
              ("device_memory_gib", 32.0), ("model", "gpt2-large")]
-    times = []
+    redrawn = 0
     for control, value in moves + [(c, explorer.controls[c].value) for c, _ in moves]:
-        start = time.perf_counter()
+        if explorer.controls[control].value == value:  # already there (the model's change reset it): no event
+            continue
+        before = (explorer.report, explorer.summary.value, explorer.png)
         explorer.controls[control].value = value
-        times.append(time.perf_counter() - start)
-    assert len(times) == 22
-    print(f"20 changes: median {statistics.median(times) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms")
-    assert statistics.median(times) < 0.5  # generous: shared CI machines are slow
+        assert explorer.error is None, (control, value, explorer.error)
+        after = (explorer.report, explorer.summary.value, explorer.png)
+        assert all(a != b for a, b in zip(after, before)), (control, value)
+        redrawn += 1
+    assert redrawn >= 20
 
 
 def test_the_controls_take_their_bounds_from_the_job_record():

@@ -5,7 +5,6 @@ import json
 import multiprocessing
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
@@ -145,9 +144,8 @@ def new_children(before):
 def test_distributed_pipeline_matches_local(schedule):
     p, m, b, seq = 2, 4, 2, 12
     before = {c.pid for c in psutil.Process().children(recursive=True)}
-    start = time.perf_counter()
-    result = run_pipeline_distributed(CONFIG, p, m, b, seq, schedule, steps=2, start_method="fork")
-    assert time.perf_counter() - start < 30
+    # timeout: a hang guard (it raises TimeoutError), not a speed criterion
+    result = run_pipeline_distributed(CONFIG, p, m, b, seq, schedule, steps=2, start_method="fork", timeout=120)
     assert multiprocessing.active_children() == [] and new_children(before) == []
 
     x, y = pipeline_batch(CONFIG, m, b, seq)
@@ -173,10 +171,11 @@ def test_a_failing_rank_is_reported_and_every_process_ends(monkeypatch):
 
     monkeypatch.setattr(pipeline_distributed, "run_rank", fail_on_rank_1)  # forked ranks inherit the patch
     before = {c.pid for c in psutil.Process().children(recursive=True)}
-    start = time.perf_counter()
-    with pytest.raises(RuntimeError, match="(?s)流水线的子进程出错.*rank 1.*rank 1 broke on purpose"):
+    with pytest.raises(RuntimeError, match="(?s)流水线的子进程出错.*rank 1.*rank 1 broke on purpose") as failed:
         run_pipeline_distributed(CONFIG, 2, 4, 1, 8, start_method="fork", timeout=60)
-    assert time.perf_counter() - start < 30  # rank 0, waiting for rank 1, was terminated, not waited for
+    # rank 0, waiting for rank 1, was terminated as soon as rank 1 failed, not waited for: waited for, it would
+    # have failed on its own (its process group times out) and be listed, or the run raised TimeoutError
+    assert "rank 0" not in str(failed.value)
     assert multiprocessing.active_children() == [] and new_children(before) == []
 
 

@@ -212,18 +212,23 @@ def test_unknown_names_raise(name: str) -> None:
 
 
 def test_timed_region_cpu_measures_sleep() -> None:
+    # Within what happened, on any machine: at least the sleep, at most the wall time around the region.
+    outer = time.perf_counter()
     with dev.timed_region("cpu") as timing:
         assert timing.seconds is None
         time.sleep(0.02)
+    outer = time.perf_counter() - outer
     assert timing.seconds is not None
-    assert 0.015 <= timing.seconds < 2.0
+    assert 0.015 <= timing.seconds <= outer
 
 
 def test_timed_region_npu_uses_events(fake_npu: _FakeNpu) -> None:
+    outer = time.perf_counter()
     with dev.timed_region(torch.device("npu", 2)) as timing:
         assert fake_npu.current == 2  # events are recorded on the requested card
         time.sleep(0.02)
-    assert 0.015 <= timing.seconds < 2.0
+    outer = time.perf_counter() - outer
+    assert 0.015 <= timing.seconds <= outer
     assert fake_npu.current == 0  # the previous card is current again
 
 
