@@ -41,8 +41,6 @@ pytestmark = pytest.mark.slow
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 JUPYTER_LAB = ROOT / ".venv" / "bin" / "jupyter-lab"
 CHAPTER = "book/4.3-memory.ipynb"  # MemoryExplorer: the richest widget (dropdowns, sliders, figure, summary)
-# What the chapter reads next to itself (``../tests/fixtures/...``), copied beside the notebook's copy.
-CHAPTER_READS = ("tests/fixtures",)
 # The controls moved, by their names in MemoryExplorer.controls (the page is searched for their labels).
 # Sequence length one step down is valid from the default (1024) on; a micro-batch step is not (3 does
 # not divide the case study's batch, and the explorer then rightly keeps its last figure).
@@ -108,15 +106,14 @@ def stop(server: subprocess.Popen, timeout: float = 15) -> None:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """JupyterLab on 127.0.0.1 serving a temporary copy of the chapter; yields its URL, token, log."""
+    """JupyterLab on 127.0.0.1 serving a temporary copy of the chapter alone (it reads nothing beside
+    itself, as a student's copy has nothing beside it); yields its URL, token, log."""
     if not VENV_PYTHON.is_file():
         pytest.fail(f"需要 {VENV_PYTHON}：先运行 bash scripts/setup-env.sh test")
     base = tmp_path_factory.mktemp("live-kernel")
     root, home = base / "root", base / "jupyter"
     (root / CHAPTER).parent.mkdir(parents=True)
     shutil.copy(ROOT / CHAPTER, root / CHAPTER)
-    for rel in CHAPTER_READS:
-        shutil.copytree(ROOT / rel, root / rel)
     for name in ("config", "data", "runtime", "ipython"):
         (home / name).mkdir(parents=True)
     write_kernelspec(home / "data")

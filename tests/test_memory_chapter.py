@@ -17,11 +17,10 @@ from batchlab.formulas.memory import bytes_per_param, grow_micro_batch, logit_by
 from batchlab.formulas.tune import runnable_micro_batch_sizes
 from batchlab.formulas.presets import get_config
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
-from batchlab.measure.npu_smi import parse_npu_smi
+from batchlab.measure.npu_smi import parse_npu_smi, sample_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "book" / "4.3-memory.ipynb"
-FIXTURE = ROOT / "tests" / "fixtures" / "npu-smi-23.0-8cards.txt"
 CASE = CASE_STUDY.job
 
 
@@ -162,7 +161,7 @@ def test_smaller_micro_batch_gives_a_smaller_bubble_at_a_fixed_global_batch():
 # 6. the 85–90 % target, evaluated
 
 def test_headroom_of_a_90_percent_reading_against_the_largest_transient():
-    cards = parse_npu_smi(FIXTURE.read_text(encoding="utf-8"))
+    cards = parse_npu_smi(sample_text("npu-smi-23.0-8cards"))
     idle = max(c.hbm_used_mb for c in cards if c.aicore_percent == 0) * 2**20
     capacity = CASE.device_memory_bytes
     assert 3 * 2**30 < idle < 3.5 * 2**30

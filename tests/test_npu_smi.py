@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from batchlab.measure.npu_smi import NpuCard, parse_npu_smi, read_npu_smi
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from batchlab.measure import npu_smi
+from batchlab.measure.npu_smi import SAMPLES, NpuCard, parse_npu_smi, read_npu_smi, sample_text
 
 
 def test_npu_smi_imports_without_torch() -> None:
@@ -22,7 +21,7 @@ def test_npu_smi_imports_without_torch() -> None:
 
 
 def test_parse_compact_8_cards() -> None:
-    cards = parse_npu_smi((FIXTURES / "npu-smi-23.0-8cards.txt").read_text())
+    cards = parse_npu_smi(sample_text("npu-smi-23.0-8cards"))
     assert [c.npu_id for c in cards] == list(range(8))
     assert [c.hbm_used_mb for c in cards] == [3161, 59356, 60112, 3407, 12288, 3161, 41920, 3298]
     assert {c.hbm_total_mb for c in cards} == {65536}
@@ -39,7 +38,7 @@ def test_parse_compact_8_cards() -> None:
 
 
 def test_parse_wide_2_cards_with_process_table() -> None:
-    cards = parse_npu_smi((FIXTURES / "npu-smi-24.1-2cards.txt").read_text())
+    cards = parse_npu_smi(sample_text("npu-smi-24.1-2cards"))
     assert cards == [
         NpuCard(npu_id=0, chip=0, name="910B4", health="OK", power_w=312.8, temp_c=49.0,
                 aicore_percent=76.0, hbm_used_mb=58620, hbm_total_mb=65536, bus_id="0000:9D:00.0"),
@@ -47,6 +46,22 @@ def test_parse_wide_2_cards_with_process_table() -> None:
                 aicore_percent=0.0, hbm_used_mb=2950, hbm_total_mb=65536, bus_id="0000:9F:00.0"),
     ]
     assert cards[1].hbm_fraction == pytest.approx(2950 / 65536)
+
+
+def test_samples_are_the_shipped_files_and_an_unknown_name_is_refused() -> None:
+    shipped = sorted(p.stem for p in Path(npu_smi.__file__).with_name("samples").glob("*.txt"))
+    assert sorted(SAMPLES) == shipped
+    with pytest.raises(ValueError) as refused:
+        sample_text("npu-smi-25.0")
+    message = str(refused.value)
+    assert "\n" not in message and "样例" in message and all(name in message for name in SAMPLES)
+
+
+def test_sample_text_does_not_depend_on_the_working_directory(tmp_path: Path) -> None:
+    code = ("from batchlab.measure.npu_smi import parse_npu_smi, sample_text; "
+            "print(len(parse_npu_smi(sample_text('npu-smi-23.0-8cards'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == "8", proc.stderr
 
 
 def test_parse_rejects_text_without_card_table() -> None:
@@ -59,8 +74,10 @@ def test_read_npu_smi(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert read_npu_smi() is None  # not on PATH
     if os.name == "nt":
         pytest.skip("shell script stand-in needs a POSIX shell")
+    sample = tmp_path / "sample.txt"
+    sample.write_text(sample_text("npu-smi-24.1-2cards"), encoding="utf-8")
     script = tmp_path / "npu-smi"
-    script.write_text(f"#!/bin/sh\ncat '{FIXTURES / 'npu-smi-24.1-2cards.txt'}'\n")
+    script.write_text(f"#!/bin/sh\ncat '{sample}'\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/bin{os.pathsep}/usr/bin")
     cards = read_npu_smi()

@@ -1,5 +1,6 @@
 """Read Ascend cards from ``npu-smi info``: :func:`read_npu_smi` runs the tool, :func:`parse_npu_smi`
-parses its text into one :class:`NpuCard` per card.
+parses its text into one :class:`NpuCard` per card, and :func:`sample_text` returns a sample output
+shipped with the package (``samples/``), so a chapter can parse one wherever its copy runs.
 
 This module does not import torch (nor any batchlab module that does), so it loads instantly, works
 on hosts where torch_npu or CANN is broken, and is covered by the torch-free tests.
@@ -16,8 +17,13 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from importlib import resources
 
-__all__ = ["NpuCard", "parse_npu_smi", "read_npu_smi"]
+__all__ = ["NpuCard", "SAMPLES", "parse_npu_smi", "read_npu_smi", "sample_text"]
+
+SAMPLES = ("npu-smi-23.0-8cards", "npu-smi-24.1-2cards")
+"""The sample outputs in ``samples/`` (``<name>.txt``): the compact 23.0 layout with 8 cards, and
+the wider 24.1 layout with 2 cards and a process table."""
 
 
 @dataclass
@@ -157,3 +163,15 @@ def read_npu_smi() -> list[NpuCard] | None:
         return None
     result = subprocess.run([exe, "info"], capture_output=True, text=True, timeout=60, check=True)
     return parse_npu_smi(result.stdout)
+
+
+def sample_text(name: str) -> str:
+    """The text of the sample ``npu-smi info`` output ``name`` (one of :data:`SAMPLES`), read from the
+    installed package, so it does not depend on the working directory.
+
+    Raises:
+        ValueError: ``name`` is not one of :data:`SAMPLES` (one Chinese line listing them).
+    """
+    if name not in SAMPLES:
+        raise ValueError(f"没有名为 {name!r} 的 npu-smi 样例，可选：{'、'.join(SAMPLES)}")
+    return (resources.files("batchlab.measure") / "samples" / f"{name}.txt").read_text(encoding="utf-8")
