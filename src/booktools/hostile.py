@@ -37,7 +37,7 @@ FLAGS = {
              "--device-memory-gib", "--peak-tflops", "--bandwidth-tbs"],
     "pipeline": ["--stages", "--micro-batches", "--micro-batch-size", "--seq-len", "--d-model", "--timeout"],
     "bench-matmul": ["--m", "--k", "--n", "--repeats", "--min-seconds"],
-    "grade": ["--timeout"],
+    "grade": ["--timeout", "--notebook-timeout"],
 }
 RUN_FLAGS = ("--micro-batch-size", "--seq-len", "--d-model")
 """Pipeline flags that only matter to a measured run: their cases add ``--run local``."""
