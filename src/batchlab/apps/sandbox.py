@@ -215,7 +215,7 @@ class Watch:
     it kills them all and keeps the reason (Chinese, for the row)."""
 
     def __init__(self, shared: Path, limits: Limits = LIMITS, wall_seconds: float = 3600.0,
-                 interval: float = 0.1) -> None:
+                 interval: float = 0.05) -> None:
         self.shared, self.limits, self.wall_seconds, self.interval = shared, limits, wall_seconds, interval
         self.reason: str | None = None
         self.peak_bytes = 0
