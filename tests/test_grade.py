@@ -274,3 +274,22 @@ def test_a_notebook_whose_cells_only_check_is_asked_what_it_checks():
                 nbformat.v4.new_code_cell('answer = None  # 换成你的答案\ncheck("4.1-2", answer)'),
                 nbformat.v4.new_code_cell('ask("4.1-1")'), nbformat.v4.new_code_cell('check("9.9", 1)')]
     assert asked_exercises(nb) == ("4.1-1", "4.1-2")
+
+
+def test_no_sandbox_here_is_one_line_before_any_work(tmp_path, monkeypatch, capsys):
+    """Where bubblewrap cannot build the sandbox (user namespaces forbidden, say), grade refuses before
+    running anything, in one line that says what to enable."""
+    import shutil as shutil_module
+
+    from batchlab.apps import sandbox
+
+    (tmp_path / "li.ipynb").write_text("{}", encoding="utf-8")
+    real_which = shutil_module.which
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: "/bin/false" if name == "bwrap" else real_which(name))
+    sandbox.bwrap.cache_clear()
+    try:
+        assert main(["grade", str(tmp_path)]) == 2
+    finally:
+        sandbox.bwrap.cache_clear()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "建不起沙箱" in err and "用户命名空间" in err

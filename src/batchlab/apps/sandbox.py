@@ -21,6 +21,7 @@ Nothing here imports torch; the grader (``apps.grade``) uses these pieces.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import site
@@ -76,14 +77,31 @@ class Limits:
 LIMITS = Limits()
 
 
+@functools.lru_cache(maxsize=1)
 def bwrap() -> str:
-    """The bubblewrap executable, or RuntimeError: students' code never runs without the sandbox."""
+    """The bubblewrap executable, once it has shown it can build the sandbox here (an unprivileged user
+    namespace whose own namespaces are disabled); RuntimeError otherwise: students' code never runs
+    without the sandbox."""
     found = shutil.which("bwrap")
     if found is None:
         raise RuntimeError("批改学生的代码需要沙箱 bubblewrap：请先安装（Debian/Ubuntu：apt-get install bubblewrap）")
     if os.geteuid() == 0 and shutil.which("setpriv") is None:
         raise RuntimeError("以 root 批改需要 setpriv（util-linux）来换成无特权账户：请先安装 util-linux")
+    probe = [found, "--unshare-user", "--disable-userns", "--ro-bind", "/", "/", "true"]
+    if os.geteuid() == 0:
+        probe = ["setpriv", f"--reuid={HOST_UID}", f"--regid={HOST_UID}", "--clear-groups", "--", *probe]
+    done = subprocess.run(probe, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        why = printable_line(done.stderr)
+        raise RuntimeError(f"bubblewrap 在这台机器上建不起沙箱（{why}）：需要允许无特权用户命名空间"
+                           "（例如 sysctl kernel.unprivileged_userns_clone=1，或 Ubuntu 的 bwrap AppArmor 配置）")
     return found
+
+
+def printable_line(text: str) -> str:
+    """The first line of a tool's message, at most 120 characters, for a one-line refusal."""
+    lines = text.strip().splitlines()
+    return (lines[0] if lines else "没有输出")[:120]
 
 
 def python_paths() -> list[Path]:
