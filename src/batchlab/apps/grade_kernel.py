@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from batchlab.apps.grade_report import printable
-from batchlab.apps.sandbox import LIMITS, Watch, hand_over, sandbox_argv
+from batchlab.apps.sandbox import LIMITS, Watch, hand_over, sandbox_argv, seal
 
 __all__ = ["OK", "INTERRUPT_GRACE_S", "MAX_MESSAGE_BYTES", "run_notebook", "stop_running", "stop_requested",
            "reset_stop"]
@@ -69,7 +69,7 @@ class _Client:
     cell's reply, so a notebook that prints gigabytes or floods widget messages costs it nothing."""
 
     @staticmethod
-    def make(notebook: Any, **kwargs: Any) -> Any:
+    def make(notebook: Any, ipc: Path, **kwargs: Any) -> Any:
         from nbclient import NotebookClient
 
         class Client(NotebookClient):
@@ -83,6 +83,11 @@ class _Client:
                 except (RuntimeError, NotImplementedError, ValueError):  # not the main thread
                     pass
                 await super().async_start_new_kernel(**kw)
+
+            async def async_start_new_kernel_client(self) -> Any:
+                client = await super().async_start_new_kernel_client()
+                seal(ipc)  # the kernel answered: its sockets exist, the folder is taken back
+                return client
 
             def output(self, outs: list, msg: dict, display_id: Any, cell_index: int) -> Any:
                 return None
@@ -170,7 +175,7 @@ def run_notebook(notebook: Any, run: Path, ipc: Path, timeout: int, notebook_tim
     client = _Client.make(
         # CPU time: every cell at its limit on two threads, and the start; a runaway that escapes the
         # per-cell timeout (threads it started, say) is killed by SIGXCPU and its row says the kernel died.
-        notebook, km=manager,
+        notebook, ipc, km=manager,
         timeout=int(min(timeout, notebook_timeout)), allow_errors=True, interrupt_on_timeout=True,
         # Do not wait here for an interrupted cell's reply: _stopped gives it INTERRUPT_GRACE_S.
         error_on_timeout={"ename": _TIMED_OUT, "evalue": "", "traceback": []},

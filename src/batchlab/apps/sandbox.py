@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Sequence
 
 __all__ = ["HOST_UID", "SANDBOX_UID", "Limits", "LIMITS", "PASSED_ENV", "WORK_DIR", "bwrap", "python_paths",
-           "sandbox_argv", "prepare_run", "hand_over", "Watch", "remove_tree"]
+           "sandbox_argv", "prepare_run", "hand_over", "seal", "Watch", "remove_tree"]
 
 HOST_UID = 1_666_000_013
 """The account a kernel runs as on the host when ``grade`` is started by root: no login has it, so no
@@ -163,6 +163,17 @@ def hand_over(path: Path) -> None:
     """Let the kernel's account read ``path`` (a file the grader wrote into the shared folder as root)."""
     if os.geteuid() == 0:
         os.chown(path, HOST_UID, HOST_UID)
+
+
+def seal(ipc: Path) -> None:
+    """Once the kernel is listening, take the shared folder and its files back (as root): the kernel keeps
+    its sockets open but can no longer write a byte to the host's disk. Run by another user, the kernel
+    is that user and could take them back, so :class:`Watch` watches the folder instead."""
+    if os.geteuid() != 0:
+        return
+    for path in (ipc, *ipc.iterdir()):
+        os.chown(path, 0, 0, follow_symlinks=False)
+    ipc.chmod(0o755)
 
 
 def sandbox_argv(run: Path, command: Sequence[str], limits: Limits = LIMITS, cpu_seconds: int = 24 * 3600,
