@@ -21,6 +21,16 @@ ROUND_MARK = "ROUND2"
 SLOW_FILES = {"test_html.py", "test_device.py"}  # the book build + browser; a child pytest process
 
 
+try:  # hypothesis fails a case that takes over 200 ms by default: a timed assertion, which a busy
+    # machine trips though nothing changed (4.2's cosine schedule did, once, with a core kept busy)
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("batchlab", deadline=None)
+    _hypothesis_settings.load_profile("batchlab")
+except ImportError:  # hypothesis not installed: nothing to configure
+    pass
+
+
 def round_floats(match: re.Match) -> str:
     """A float with three or more decimals, rounded to two (the sanitizer's ``ROUND2``)."""
     return f"{float(match.group(0)):.2f}"
