@@ -269,18 +269,23 @@ class Watch:
         """Kill the sandbox's processes: its outermost process and everything under it."""
         import psutil
 
-        if self._pid is None:
-            return
-        try:
-            top = psutil.Process(self._pid)
-            family = [top, *top.children(recursive=True)]
-        except psutil.Error:
-            return
-        for proc in family:
+        for proc in self._family():
             try:
                 proc.kill()
             except psutil.Error:
                 pass
+
+    def _family(self) -> list:
+        """The sandbox's outermost process and every process under it; none once it is gone."""
+        import psutil
+
+        if self._pid is None:
+            return []
+        try:
+            top = psutil.Process(self._pid)
+            return [top, *top.children(recursive=True)]
+        except psutil.Error:
+            return []
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -295,10 +300,8 @@ class Watch:
 
         if time.monotonic() - self._start > self.wall_seconds:
             return f"整份作业运行超过 {self.wall_seconds:g} 秒（--notebook-timeout），已停止"
-        try:
-            top = psutil.Process(self._pid)
-            family = [top, *top.children(recursive=True)]
-        except psutil.Error:
+        family = self._family()
+        if not family:
             return None
         if len(family) > self.limits.processes:
             return f"进程数超过 {self.limits.processes}，已停止"
