@@ -32,36 +32,22 @@ TAGS = [TAG, "remove-cell"]
 CELL_ID = TAG
 # cellView "form": Colab folds the cell to its `@title` line.
 METADATA = {"cellView": "form", "tags": TAGS}
-# Debian's fonts-noto-cjk files; setup-env.sh looks for the same names.
-FONT_GLOB = "/usr/share/fonts/**/NotoSansCJK*"
 
-# The comment's path is where this module lived when the chapters got the cell (it is now
-# src/booktools/colab_cell.py). It stays byte-identical on purpose: a changed TEMPLATE changes
-# cell_source(), and then every published notebook would have to be rewritten with --apply.
+# Short on purpose (a setup cell is held to 12 lines like the others): what happens after the package
+# is installed — the font, the widget manager — is batchlab.ui.style.prepare_colab, tested there.
 TEMPLATE = '''\
 # @title 在 Google Colab 上安装本书的 {package} 包和中文字体（其他环境下这一格什么也不做）
-# 由 scripts/authoring/colab_cell.py 生成，请勿手改。
+# 由 src/booktools/colab_cell.py 生成，请勿手改。
 import sys
 
 if "google.colab" in sys.modules:
-    import glob, importlib, importlib.util, subprocess
+    import importlib, importlib.util, subprocess
     if importlib.util.find_spec("{package}") is None:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                         {pip_target}], check=True)
-    fonts = glob.glob({font_glob}, recursive=True)
-    if not fonts:
-        subprocess.run(["apt-get", "update", "-qq"], check=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", {apt_args}], check=True)
-        fonts = glob.glob({font_glob}, recursive=True)
-    # Colab 启动时已加载 matplotlib：把新装的字体登记进去，免得重启内核
-    from matplotlib import font_manager
-    known = {{f.fname for f in font_manager.fontManager.ttflist}}
-    for path in fonts:
-        if path not in known:
-            font_manager.fontManager.addfont(path)
-    importlib.invalidate_caches()
-    from google.colab import output
-    output.enable_custom_widget_manager()  # {package} 的控件需要 ipywidgets 8
+        importlib.invalidate_caches()
+    from {package}.ui.style import prepare_colab
+    prepare_colab([{apt_args}])   # 中文字体，以及 ipywidgets 8 的控件管理器
 '''
 
 
@@ -93,7 +79,7 @@ def cell_source(config: Path = CONFIG, apt: Path = APT) -> str:
     def q(text: str) -> str:  # a Python string literal, in the double quotes the cell uses
         return json.dumps(text, ensure_ascii=False)
 
-    return TEMPLATE.format(package=PACKAGE, pip_target=q(pip_target(config)), font_glob=q(FONT_GLOB),
+    return TEMPLATE.format(package=PACKAGE, pip_target=q(pip_target(config)),
                            apt_args=", ".join(q(p) for p in apt_packages(apt))).rstrip("\n")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import matplotlib as mpl
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["CJK_FONTS", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "PHONE_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "setup",
+           "prepare_colab",
            "find_cjk_font", "new_axes", "clear_artists", "canvas_png", "show_png",
            "drawn_text_sizes", "displayed_scale", "min_text_points"]
 
@@ -82,6 +84,30 @@ def setup(dpi: int = DPI) -> str | None:
     mpl.rcParams["font.family"] = "sans-serif"
     return font
 
+
+COLAB_FONT_GLOB = "/usr/share/fonts/**/NotoSansCJK*"
+"""Where Debian's fonts-noto-cjk puts its files (scripts/setup-env.sh looks for the same names)."""
+
+
+def prepare_colab(apt_packages: Sequence[str] = ("fonts-noto-cjk",)) -> None:
+    """On Google Colab, after the package is installed: install the Chinese font with apt when it is
+    missing, register it with the matplotlib Colab has already loaded (no kernel restart), and switch on
+    the widget manager ipywidgets 8 needs. The chapters' Colab cell calls it; elsewhere it is not called."""
+    import glob
+    import subprocess
+
+    fonts = glob.glob(COLAB_FONT_GLOB, recursive=True)
+    if not fonts:
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", *apt_packages], check=True)
+        fonts = glob.glob(COLAB_FONT_GLOB, recursive=True)
+    known = {f.fname for f in font_manager.fontManager.ttflist}
+    for path in fonts:
+        if path not in known:
+            font_manager.fontManager.addfont(path)
+    from google.colab import output   # only on Colab
+
+    output.enable_custom_widget_manager()
 
 def new_axes(ax: "Axes | None", figsize: tuple[float, float] | None = None) -> tuple["Figure", "Axes"]:
     """``ax``'s figure and ``ax``, or a new pyplot figure with one axes of ``figsize``."""
