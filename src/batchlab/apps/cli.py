@@ -1,4 +1,4 @@
-"""``python -m batchlab``: the book's numbers without a notebook.
+"""``python -m batchlab``: the book's numbers without a notebook::
 
     python -m batchlab plan --model gpt2-xl --seq-len 1024 --global-batch 64 \\
         --micro-batch 2 --pipeline-stages 4 --data-parallel 2 [--tokens-per-second 3200] --json

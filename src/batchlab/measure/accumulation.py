@@ -93,7 +93,8 @@ def batch_gradients(model: nn.Module, inputs: torch.Tensor, targets: torch.Tenso
 
 
 def relative_gap(grads: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> float:
-    """Largest |difference| over all gradient entries, divided by the largest |entry| of ``reference``."""
+    """Largest absolute difference over all gradient entries, divided by the largest absolute entry of
+    ``reference``."""
     if grads.keys() != reference.keys():
         raise ValueError(f"两组梯度的参数名不同：{sorted(set(grads) ^ set(reference))}")
     diff = max(float((grads[n] - reference[n]).abs().max()) for n in reference)

@@ -216,7 +216,7 @@ def efficiency(results: Sequence[dict]) -> list[float]:
 
 def measure_ceilings(device: torch.device | str | None = None, dtype: str = "float32", size: int = 2048,
                      copy_mib: int = 128, repeats: int = 5, min_seconds: float = 0.01) -> dict:
-    """This device's two roofs, measured: FLOP/s of a ``size``³ matmul and bytes/s of a tensor copy.
+    """This device's two roofs, measured: FLOP/s of a square matmul of side ``size`` and bytes/s of a tensor copy.
 
     The copy moves ``copy_mib`` MiB (``dst.copy_(src)``), counted as read + write = 2 × size bytes;
     pick it well above the last-level cache, or the "memory" roof is the cache's. Both are best of
