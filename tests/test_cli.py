@@ -160,3 +160,14 @@ def test_pipeline_rejects_1f1b_with_too_few_micro_batches():
                            "--micro-batches", "2"], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4" in proc.stderr
+
+
+@pytest.mark.parametrize("absent", ["nbclient", "zmq"])
+def test_grade_without_its_extra_is_refused_in_one_line(absent, tmp_path, monkeypatch, capsys):
+    """A student's `pip install batchlab` has no nbclient/jupyter_client/...: grade names the extra to install
+    instead of failing with an ImportError's traceback halfway through a class."""
+    monkeypatch.setitem(sys.modules, absent, None)  # find_spec answers None, as if it were not installed
+    (tmp_path / "alice.ipynb").write_text("{}", encoding="utf-8")
+    assert main(["grade", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and absent in err and "pip install batchlab[grade]" in err and "Traceback" not in err

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from batchlab.apps import job_commands
 from batchlab.apps.grade import (DEFAULT_NOTEBOOK_S, DEFAULT_TIMEOUT_S, GradingInterrupted, assignment_exercises,
-                                 grade_class, grade_table)
+                                 check_grade_dependencies, grade_class, grade_table)
 from batchlab.apps.grade_report import check_csv_target, table_text, write_csv
 from batchlab.formulas.budget import BENCH_BUDGET, RUN_BUDGET, bench_cost, check_budget, run_cost
 from batchlab.formulas.checks import at_most, between, whole
@@ -252,6 +252,7 @@ def _grade_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _grade(args: argparse.Namespace) -> dict:
+    check_grade_dependencies()  # the extra batchlab[grade]: refused in one line, not an ImportError's traceback
     directory = Path(args.directory)
     if not directory.is_dir():
         raise ValueError(f"DIR = {args.directory!r}：不是一个存在的文件夹")

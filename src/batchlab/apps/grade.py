@@ -25,6 +25,7 @@ would read as a formula is written as text (:mod:`batchlab.apps.grade_report`).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import stat
@@ -40,6 +41,7 @@ from batchlab.apps.sandbox import bwrap, prepare_run, remove_tree
 from batchlab.ui.exercises import EXERCISE_CALL, EXERCISES, judge
 
 __all__ = ["DEFAULT_TIMEOUT_S", "DEFAULT_NOTEBOOK_S", "MAX_SUBMISSION_BYTES", "Grade", "GradingInterrupted",
+           "GRADE_MODULES", "check_grade_dependencies",
            "submissions", "read_notebook", "asked_exercises", "grade_notebook", "grade_class",
            "assignment_exercises", "grade_table"]
 
@@ -57,6 +59,18 @@ MAX_SUBMISSION_BYTES = 16 * 2**20
 """The largest file graded (a chapter with its figures is under 0.5 MB); a larger one is refused unread."""
 
 STUDENT, TOTAL, STATUS = "学生", "总分", "状态"
+
+GRADE_MODULES = ("nbformat", "nbclient", "jupyter_client", "ipykernel", "zmq")
+"""What grading imports beyond batchlab's own dependencies: the extra ``batchlab[grade]`` in pyproject.toml
+(``zmq`` is the distribution ``pyzmq``); tests/test_wheel.py checks the two lists agree."""
+
+
+def check_grade_dependencies() -> None:
+    """Refuse in one line, before any work, where :data:`GRADE_MODULES` are not installed (a student's
+    ``pip install batchlab`` has none of them): raises RuntimeError naming ``pip install batchlab[grade]``."""
+    missing = [name for name in GRADE_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise RuntimeError(f"批改需要 {'、'.join(missing)}，当前环境没有安装：请先运行 pip install batchlab[grade]")
 
 
 @dataclass(frozen=True)
