@@ -141,7 +141,7 @@ def holds_in_every_seed(per_seed: Sequence[bool]) -> bool:
 
 def straight_line_residual(xs: Sequence[float], ys: Sequence[float]) -> float:
     """Largest distance of the points from their least-squares straight line, relative to the largest
-    |y|: 0 for points exactly on a line. The criterion behind "activations grow linearly in B" (4.3)."""
+    absolute y: 0 for points exactly on a line. The criterion behind "activations grow linearly in B" (4.3)."""
     if len(xs) < 3:
         raise ValueError(f"需要至少 3 个点才能判断是不是直线，收到 {len(xs)} 个")
     intercept, slope = least_squares_line(xs, ys)
