@@ -153,7 +153,7 @@ def bench_build() -> tuple[float, dict]:
 
 
 def bench_live(html: Path) -> dict:
-    from batchlab.ui.explorers.memory import MAX_MICRO_BATCH
+    from batchlab.page.memory import MAX_MICRO_BATCH
     from booktools import browser, live_page
 
     with browser.launch(loopback=True) as b, browser.serve(html) as origin:
@@ -203,10 +203,11 @@ def bench_widgets() -> dict:
     from batchlab.measure.model import GPT
     from batchlab.measure.noise import gradient_cloud, minibatch_error, per_sample_grads
     from batchlab.ui import style
-    from batchlab.ui.batch import BatchCalculator
-    from batchlab.ui.memory import MemoryExplorer
-    from batchlab.ui.noise import NoiseExplorer
-    from batchlab.ui.pipeline import TradeoffExplorer
+    from batchlab.page.batch import BatchExplorer
+    from batchlab.page.memory import MemoryExplorer
+    from batchlab.page.noise import NoiseExplorer
+    from batchlab.page.tradeoff import TradeoffExplorer
+    from batchlab.ui.explorer_widget import ExplorerWidget
 
     style.setup()  # as the chapters do: Chinese glyphs, no per-glyph warnings
     data = make_corpus(256, 16, seed=0)
@@ -215,19 +216,19 @@ def bench_widgets() -> dict:
     curve = RateCurve((1024, 2048, 4096, 8192), (1e12, 2e12, 2.5e12, 2.6e12), "bench")
     with contextlib.redirect_stdout(io.StringIO()):
         demos = {
-            "BatchCalculator": (BatchCalculator(), {
+            "BatchExplorer": (ExplorerWidget(BatchExplorer()), {
                 "global_batch": [32, 128, 256, 512, 64], "micro_batch_size": [1, 4, 8, 2],
                 "pipeline_stages": [1, 2, 8, 4], "data_parallel": [1, 4, 8, 2], "stated_grad_accum": [4, 16, 0]}),
-            "NoiseExplorer": (NoiseExplorer(gradient_cloud(ps, sizes), minibatch_error(ps, sizes)), {
+            "NoiseExplorer": (ExplorerWidget(NoiseExplorer(gradient_cloud(ps, sizes), minibatch_error(ps, sizes))), {
                 "batch_size": [1, 2, 4, 8, 16, 64, 128, 32], "lr_rule": ["sqrt", "none", "linear"],
                 "base_batch": [8, 128, 1024, 32], "base_lr": [1e-4, 1e-3, 1e-2, 1e-1, 3e-3]}),
-            "MemoryExplorer": (MemoryExplorer(), {
+            "MemoryExplorer": (ExplorerWidget(MemoryExplorer()), {
                 "micro_batch_size": [1, 4, 8, 16, 32, 64, 2], "seq_len": [256, 512, 1024],
                 "schedule": ["gpipe", "1f1b"], "recompute": ["selective", "full", "none"],
                 "precision": ["fp32", "bf16-mixed"], "pipeline_stages": [1, 2, 8, 16, 4],
                 "global_batch": [128, 512, 64], "data_parallel": [1, 4, 2], "device_memory_gib": [16.0, 32.0, 64.0],
                 "model": [m for m in PRESETS if m.startswith("gpt2")][::-1]}),
-            "TradeoffExplorer": (TradeoffExplorer(curve), {
+            "TradeoffExplorer": (ExplorerWidget(TradeoffExplorer(curve)), {
                 "micro_batch_size": [1, 4, 8, 16, 32, 2], "global_batch": [32, 128, 256, 512, 64],
                 "pipeline_stages": [1, 2, 8, 16, 4], "data_parallel": [1, 4, 8, 2], "schedule": ["gpipe", "1f1b"]}),
         }

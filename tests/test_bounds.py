@@ -167,17 +167,20 @@ def _noise_data():
 
 def _explorers():
     from batchlab.formulas.roofline import RateCurve
-    from batchlab.ui.batch import BatchCalculator
-    from batchlab.ui.memory import MemoryExplorer
-    from batchlab.ui.noise import NoiseExplorer
-    from batchlab.ui.pipeline import TradeoffExplorer
+    from batchlab.page.batch import BatchExplorer
+    from batchlab.page.memory import MemoryExplorer
+    from batchlab.page.noise import NoiseExplorer
+    from batchlab.page.tradeoff import TradeoffExplorer
+    from batchlab.ui.explorer_widget import ExplorerWidget
 
     curve = RateCurve((1024, 2048, 4096, 8192), (1e12, 2e12, 2.5e12, 2.6e12), "test")
-    return {"BatchCalculator": BatchCalculator, "MemoryExplorer": MemoryExplorer,
-            "TradeoffExplorer": lambda: TradeoffExplorer(curve), "NoiseExplorer": lambda: NoiseExplorer(*_noise_data())}
+    return {"BatchExplorer": lambda: ExplorerWidget(BatchExplorer()),
+            "MemoryExplorer": lambda: ExplorerWidget(MemoryExplorer()),
+            "TradeoffExplorer": lambda: ExplorerWidget(TradeoffExplorer(curve)),
+            "NoiseExplorer": lambda: ExplorerWidget(NoiseExplorer(*_noise_data()))}
 
 
-@pytest.mark.parametrize("name", ["BatchCalculator", "MemoryExplorer", "TradeoffExplorer", "NoiseExplorer"])
+@pytest.mark.parametrize("name", ["BatchExplorer", "MemoryExplorer", "TradeoffExplorer", "NoiseExplorer"])
 def test_every_control_value_is_answered(name):
     """Each control at its own bounds and between them: the explorer redraws or shows one message (how long
     that takes is bench.py's ``widget_extreme_ms``)."""

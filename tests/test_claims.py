@@ -8,7 +8,7 @@ import pytest
 from batchlab.lecture.claims import CLAIMS, Claim, at_grid_edge
 from batchlab.lecture.verdicts import SAME_DISTRIBUTION, UNTESTABLE, VERDICT, VERDICT_LABELS, oscillates, update_verdict
 from batchlab.ui.claims import claim_card, claim_cards
-from batchlab.ui.numbers import percent
+from batchlab.page.numbers import percent
 
 REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\{['\"\d]|\['|object at 0x|Claim\(|\(\('")
 

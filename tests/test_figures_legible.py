@@ -137,14 +137,16 @@ def quiet(build):
 
 
 def explorers() -> dict:
-    from batchlab.ui.batch import BatchCalculator
-    from batchlab.ui.memory import MemoryExplorer
-    from batchlab.ui.noise import NoiseExplorer
-    from batchlab.ui.pipeline import TradeoffExplorer
+    from batchlab.page.batch import BatchExplorer
+    from batchlab.page.memory import MemoryExplorer
+    from batchlab.page.noise import NoiseExplorer
+    from batchlab.page.tradeoff import TradeoffExplorer
+    from batchlab.ui.explorer_widget import ExplorerWidget
 
-    return {"BatchCalculator": BatchCalculator, "MemoryExplorer": MemoryExplorer,
-            "NoiseExplorer": lambda: NoiseExplorer(*noise_data(), batch_size=4, lr_rule="sqrt"),
-            "TradeoffExplorer": lambda: TradeoffExplorer(CURVE)}
+    return {"BatchExplorer": lambda: ExplorerWidget(BatchExplorer()),
+            "MemoryExplorer": lambda: ExplorerWidget(MemoryExplorer()),
+            "NoiseExplorer": lambda: ExplorerWidget(NoiseExplorer(*noise_data(), batch_size=4, lr_rule="sqrt")),
+            "TradeoffExplorer": lambda: ExplorerWidget(TradeoffExplorer(CURVE))}
 
 
 def test_every_figure_function_of_ui_is_checked_here():
@@ -200,7 +202,7 @@ def test_no_figure_of_the_book_draws_text_below_the_smallest_font():
     drawn = {name: build for name, build in FIGURES.items()}
     drawn["diagrams.draw_batch_anatomy"] = lambda: draw_batch_anatomy(CASE_STUDY.job)
     for name, build in explorers().items():
-        if name != "BatchCalculator":  # draws no figure
+        if name != "BatchExplorer":  # draws no figure
             drawn[name] = lambda build=build: quiet(build).figure
     fig, ax = plt.subplots()  # a chapter's plain pyplot figure (4.1's loss curve), the rcParams alone
     ax.plot([1, 2], [2, 1], label="训练损失")
@@ -250,7 +252,7 @@ def test_inline_figures_with_the_book_defaults_are_legible():
 
 
 # ── explorers in the static book ─────────────────────────────────────────────────────────────────
-@pytest.mark.parametrize("name", ["BatchCalculator", "MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
+@pytest.mark.parametrize("name", ["BatchExplorer", "MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
 def test_each_explorer_first_says_how_to_make_it_move(name):
     import ipywidgets as widgets
 
@@ -270,7 +272,7 @@ def _px(width: str) -> float:
     return float(width[:-2])
 
 
-@pytest.mark.parametrize("name", ["BatchCalculator", "MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
+@pytest.mark.parametrize("name", ["BatchExplorer", "MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
 def test_no_control_cuts_off_its_label_or_value(name):
     """A frozen control cannot be scrolled: its description must fit its description width and a
     dropdown's longest option the box (less ~36 px for the arrow and padding)."""
@@ -287,7 +289,7 @@ def test_no_control_cuts_off_its_label_or_value(name):
             assert _text_px(longest) <= room, (key, longest, room)
 
 
-@pytest.mark.parametrize("name", ["BatchCalculator", "MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
+@pytest.mark.parametrize("name", ["BatchExplorer", "MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
 def test_each_row_of_controls_fits_the_column(name):
     import ipywidgets as widgets
 
@@ -306,7 +308,8 @@ def test_the_rule_on_controls_can_fail():
 
 
 def _explorer_calls() -> list[tuple[str, str, str]]:
-    """(chapter, explorer class, its call's arguments as source) for each cell that ends in an explorer."""
+    """(chapter, explorer class, its call's arguments as source) for each cell that ends in an explorer
+    (``ExplorerWidget(MemoryExplorer(...))``: the declaration's call inside)."""
     calls = []
     for path in sorted((ROOT / "book").glob("4.*.ipynb")):
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
@@ -319,7 +322,10 @@ def _explorer_calls() -> list[tuple[str, str, str]]:
                 continue
             last = body[-1] if body else None
             if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
-                    and isinstance(last.value.func, ast.Name) and last.value.func.id.endswith(("Explorer", "Calculator")):
+                    and isinstance(last.value.func, ast.Name) and last.value.func.id == "ExplorerWidget":
+                last = ast.Expr(last.value.args[0]) if last.value.args else None
+            if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
+                    and isinstance(last.value.func, ast.Name) and last.value.func.id.endswith("Explorer"):
                 call = last.value
                 args = [ast.unparse(a) for a in call.args] + sorted(ast.unparse(k) for k in call.keywords)
                 calls.append((path.stem, call.func.id, ", ".join(args)))
@@ -337,8 +343,9 @@ def test_no_two_pages_show_the_same_explorer_state():
 
 def test_the_two_tradeoff_pages_start_from_different_jobs():
     from batchlab.lecture.case import CASE_STUDY_TUNED
-    from batchlab.ui.pipeline import TradeoffExplorer
+    from batchlab.page.tradeoff import TradeoffExplorer
+    from batchlab.ui.explorer_widget import ExplorerWidget
 
-    values = [{k: c.value for k, c in quiet(lambda: TradeoffExplorer(CURVE, job=job)).controls.items()}
+    values = [{k: c.value for k, c in quiet(lambda: ExplorerWidget(TradeoffExplorer(CURVE, job=job))).controls.items()}
               for job in (CASE_STUDY.job, CASE_STUDY_TUNED.job)]
     assert values[0] != values[1]

@@ -7,8 +7,11 @@ imported): a folder's name says its layer, and each rule names what files under 
   external limits.
 * ``measure/`` — torch on the reader's device: formulas and lecture below it; never ``ui`` or ``apps``,
   no plotting or widgets.
-* ``ui/`` — figures, explorers, exercises, tables: formulas and lecture; never ``measure`` (explorers
-  stay torch-free and fast) or ``apps``.
+* ``page/`` — what the published page runs in the reader's browser too (the explorers' declarations,
+  colours, numbers): the standard library, formulas, lecture and itself only — no torch, numpy, plotting or
+  widgets (Pyodide has none of them here; book/_js/live.js ships this folder whole).
+* ``ui/`` — figures, the explorers' widgets, exercises, tables: formulas, lecture and page; never
+  ``measure`` (explorers stay torch-free and fast) or ``apps``.
 * ``apps/`` (and ``__main__``) — the CLI and grading join the two arms.
 
 Then: no import circle (function-local imports count), no file over 400 lines, one import path per
@@ -34,8 +37,9 @@ RULES: dict[str, tuple[set[str], set[str]]] = {
     "formulas": ({"formulas"}, NO_TORCH),
     "lecture": ({"formulas", "lecture"}, NO_TORCH),
     "measure": ({"formulas", "lecture", "measure"}, {"matplotlib", "ipywidgets", "IPython"}),
-    "ui": ({"formulas", "lecture", "ui"}, {"torch"}),
-    "apps": ({"formulas", "lecture", "measure", "ui", "apps"}, set()),
+    "page": ({"formulas", "lecture", "page"}, NO_TORCH),
+    "ui": ({"formulas", "lecture", "page", "ui"}, {"torch"}),
+    "apps": ({"formulas", "lecture", "measure", "page", "ui", "apps"}, set()),
     "__main__": ({"apps"}, set()),
     "__init__": (set(), NO_TORCH),
 }
@@ -110,6 +114,10 @@ def test_imports_follow_the_path_rules(module):
     ("batchlab.measure.noise", "from batchlab.ui.noise import NoiseExplorer\n", "imports batchlab.ui.noise"),
     ("batchlab.ui.noise", "def f():\n    from batchlab.measure import noise\n", "imports batchlab.measure.noise"),
     ("batchlab.ui.memory", "import torch\n", "imports torch: ui/ must not use it"),
+    ("batchlab.page.memory", "def chart():\n    import matplotlib.pyplot as plt\n",
+     "imports matplotlib: page/ must not use it"),
+    ("batchlab.page.memory", "from batchlab.ui.style import FIGURE_WIDTH\n", "may import only ['formulas', 'lecture', 'page']"),
+    ("batchlab.ui.memory", "from batchlab.page.memory import MemoryView\n", None),
     ("batchlab.lecture.audit", "from ..formulas.memory import stage_memory\n", None),
     ("batchlab.apps.cli", "from batchlab.measure.model import GPT\nfrom batchlab.ui import style\n", None),
 ])
@@ -213,7 +221,7 @@ def test_a_re_export_is_caught():
     assert borrowed_imports("from batchlab.formulas.presets import GPTConfig\n", "x") == []
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if folder_of(m) in ("formulas", "lecture"))
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if folder_of(m) in ("formulas", "lecture", "page"))
                          + ["batchlab.apps.cli"])
 def test_torch_free_modules_run_without_torch(module):
     code = (f"import sys, {module}; "

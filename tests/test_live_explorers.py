@@ -24,12 +24,12 @@ from hypothesis import given, settings, strategies as st
 
 from batchlab.formulas.roofline import roofline_curve
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.explorers import web
-from batchlab.ui.explorers.batch import BatchExplorer
-from batchlab.ui.explorers.memory import MemoryExplorerSpec
-from batchlab.ui.explorers.noise import NoiseExplorerSpec
-from batchlab.ui.explorers.spec import LIVE_CLASS
-from batchlab.ui.explorers.tradeoff import TradeoffExplorerSpec
+from batchlab.page import web
+from batchlab.page.batch import BatchExplorer
+from batchlab.page.memory import MemoryExplorer
+from batchlab.page.noise import NoiseExplorer
+from batchlab.page.spec import LIVE_CLASS
+from batchlab.page.tradeoff import TradeoffExplorer
 from booktools import browser as chromium, live, live_page, render_check
 from tests.test_html import built  # noqa: F401  (the shared build fixture)
 
@@ -52,18 +52,18 @@ def _curve():
     return roofline_curve(CASE_STUDY.job.model, 280e12, 1.2e12, name="910B 下限（模型）")
 
 
-def _noise() -> NoiseExplorerSpec:
+def _noise() -> NoiseExplorer:
     """A small measured-looking run: the cloud shrinks as 1/√B, the last B is the whole data set."""
     sizes = [1, 2, 4, 8]
     cloud = {"batch_sizes": sizes, "center": [1.0, 0.0],
              "points": [[[1 + 0.3 * k / b ** 0.5, 0.2 * (k % 3 - 1) / b ** 0.5] for k in range(-4, 5)] for b in sizes]}
     stats = {"batch_sizes": sizes, "rel_error": [0.9, 0.6, 0.4, 0.0], "rel_error_theory": [0.95, 0.62, 0.38, 0.0],
              "cosine": [0.7, 0.8, 0.9, 1.0], "sq_error": [0.8, 0.36, 0.16, 0.0], "sq_error_theory": [0.9, 0.38, 0.14, 0.0]}
-    return NoiseExplorerSpec(cloud, stats, base_batch=2, lr_rule="sqrt")
+    return NoiseExplorer(cloud, stats, base_batch=2, lr_rule="sqrt")
 
 
 def explorers():
-    return [BatchExplorer(), MemoryExplorerSpec(), TradeoffExplorerSpec(_curve()), _noise()]
+    return [BatchExplorer(), MemoryExplorer(), TradeoffExplorer(_curve()), _noise()]
 
 
 # ----------------------------------------------------------------------------- without a browser
@@ -72,7 +72,7 @@ def test_the_page_runs_the_files_of_src_byte_for_byte():
     assert sorted(archive.namelist()) == sorted(p.as_posix() for p in live.live_sources())
     for name in archive.namelist():
         assert archive.read(name) == (live.SRC / name).read_bytes(), name
-    assert "batchlab/ui/explorers/web.py" in archive.namelist()
+    assert "batchlab/page/web.py" in archive.namelist()
 
 
 def _imports(path) -> set[str]:
@@ -111,11 +111,11 @@ def test_the_page_answers_what_the_notebook_shows(explorer):
 
 
 def test_the_widgets_are_made_from_the_declaration():
-    from batchlab.ui.memory import MemoryExplorer
+    from batchlab.ui.explorer_widget import ExplorerWidget
     from batchlab.ui.style import setup
 
     setup()  # the Chinese font, as every chapter starts
-    widget = MemoryExplorer()
+    widget = ExplorerWidget(MemoryExplorer())
     declared = widget.explorer.controls(widget.explorer.initial_values())
     assert [c.name for c in declared] == list(widget.controls)
     for control in declared:

@@ -32,7 +32,7 @@ import psutil
 import pytest
 
 from batchlab.measure.pipeline_distributed import free_port
-from batchlab.ui.explorers.spec import render_error_html
+from batchlab.page.spec import render_error_html
 
 from booktools import ROOT, browser as chromium  # booktools.browser: the project's one Chromium launch
 
@@ -40,8 +40,8 @@ pytestmark = pytest.mark.slow
 
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 JUPYTER_LAB = ROOT / ".venv" / "bin" / "jupyter-lab"
-CHAPTER = "book/4.3-memory.ipynb"  # MemoryExplorer: the richest widget (dropdowns, sliders, figure, summary)
-# The controls moved, by their names in MemoryExplorer.controls (the page is searched for their labels).
+CHAPTER = "book/4.3-memory.ipynb"  # the memory explorer: the richest widget (dropdowns, sliders, figure, summary)
+# The controls moved, by their names in the memory explorer's controls (the page is searched for their labels).
 # Sequence length one step down is valid from the default (1024) on; a micro-batch step is not (3 does
 # not divide the case study's batch, and the explorer then rightly keeps its last figure).
 DROPDOWN, SLIDER, SLIDER_KEY = "recompute", "seq_len", "ArrowLeft"
@@ -180,12 +180,13 @@ def test_memory_explorer_answers_its_controls(lab: dict, browser_page: tuple) ->
     import matplotlib as mpl
 
     from batchlab.ui import style
-    from batchlab.ui.memory import MemoryExplorer
+    from batchlab.page.memory import MemoryExplorer
+    from batchlab.ui.explorer_widget import ExplorerWidget
 
     page, blocked = browser_page
     with mpl.rc_context():  # the explorer draws once: in the book's style, not left behind for other tests
         style.setup()
-        labels = {name: control.description for name, control in MemoryExplorer().controls.items()}
+        labels = {name: control.description for name, control in ExplorerWidget(MemoryExplorer()).controls.items()}
     started = time.monotonic()
     page.goto(f"{lab['url']}/lab/tree/{CHAPTER}?token={lab['token']}")
     page.wait_for_function(

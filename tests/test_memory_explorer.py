@@ -10,13 +10,15 @@ from matplotlib.colors import same_color  # noqa: E402
 
 from batchlab.formulas.job import DEVICE_MEMORY_GIB, GIB, RECOMPUTE_MODES, Job  # noqa: E402
 from batchlab.formulas.memory import stage_memory  # noqa: E402
-from batchlab.ui.colours import OVERFLOW_COLOUR  # noqa: E402
+from batchlab.page.colours import OVERFLOW_COLOUR  # noqa: E402
 from batchlab.formulas.pipeline_schedules import SCHEDULES  # noqa: E402
 from batchlab.formulas.precision import PRECISIONS, default_precision  # noqa: E402
 from batchlab.formulas.presets import get_config  # noqa: E402
 from batchlab.lecture.case import CASE_STUDY  # noqa: E402
 from batchlab.ui import memory as memory_ui, style  # noqa: E402
-from batchlab.ui.memory import MemoryExplorer, plot_stage_memory  # noqa: E402
+from batchlab.page.memory import MemoryExplorer  # noqa: E402
+from batchlab.ui.explorer_widget import ExplorerWidget  # noqa: E402
+from batchlab.ui.memory import plot_stage_memory  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -25,6 +27,11 @@ def book_style():
     with matplotlib.rc_context():
         style.setup()
         yield
+
+
+def widget(*args, **kwargs) -> ExplorerWidget:
+    """The memory explorer as the chapter shows it."""
+    return ExplorerWidget(MemoryExplorer(*args, **kwargs))
 
 
 def case_report(**changes):
@@ -43,17 +50,17 @@ def red_texts(ax):
 
 
 def test_default_is_the_case_study():
-    explorer = MemoryExplorer()
+    explorer = widget()
     values = {name: c.value for name, c in explorer.controls.items()}
     assert values == dict(model="gpt2-xl", micro_batch_size=2, seq_len=1024, schedule="1f1b", recompute="none",
                           precision="bf16-mixed", dropout=0.1, pipeline_stages=4, global_batch=64, data_parallel=2,
                           device_memory_gib=DEVICE_MEMORY_GIB)
-    assert explorer.report == case_report()
-    assert explorer.report.job.plan.num_microbatches == 16
+    assert explorer.result.report == case_report()
+    assert explorer.result.report.job.plan.num_microbatches == 16
     assert explorer.png.startswith(b"\x89PNG")
     summary = explorer.summary.value
     assert "最满的是阶段 0" in summary and "m = <b>16</b>" in summary and "4、3、2、1" in summary
-    assert f"{explorer.report.peak_memory_fraction:.1%}" in summary and "放得下" in summary
+    assert f"{explorer.result.report.peak_memory_fraction:.1%}" in summary and "放得下" in summary
 
 
 # Every control, moved to a value that changes both the picture and the report.
@@ -66,8 +73,8 @@ MOVES = [
 
 
 def test_the_moves_cover_every_control_and_option():
-    assert {name for name, _ in MOVES} == set(MemoryExplorer().controls)
-    explorer = MemoryExplorer()
+    assert {name for name, _ in MOVES} == set(widget().controls)
+    explorer = widget()
     assert [v for _, v in explorer.controls["schedule"].options] == list(SCHEDULES)
     assert [v for _, v in explorer.controls["recompute"].options] == list(RECOMPUTE_MODES)
     assert [v for _, v in explorer.controls["precision"].options] == list(PRECISIONS)
@@ -77,18 +84,18 @@ def test_the_moves_cover_every_control_and_option():
 
 @pytest.mark.parametrize("control, value", MOVES)
 def test_every_control_changes_the_figure_and_the_report(control, value):
-    explorer = MemoryExplorer()
-    png, report = explorer.png, explorer.report
+    explorer = widget()
+    png, report = explorer.png, explorer.result.report
     explorer.controls[control].value = value
     assert explorer.error is None, explorer.summary.value
     assert explorer.png != png
-    assert explorer.report != report
+    assert explorer.result.report != report
     expected = {"model": dict(model=value, precision="bf16-mixed")}.get(control, {control: value})
-    assert explorer.report == case_report(**expected)
+    assert explorer.result.report == case_report(**expected)
 
 
 def test_a_new_model_resets_precision_and_sequence_lengths():
-    explorer = MemoryExplorer()
+    explorer = widget()
     explorer.controls["precision"].value = "fp32"
     explorer.controls["model"].value = "gpt2-large"
     assert explorer.controls["precision"].value == "bf16-mixed" == default_precision(get_config("gpt2-large"))
@@ -98,9 +105,9 @@ def test_a_new_model_resets_precision_and_sequence_lengths():
     assert explorer.controls["seq_len"].options == (1, 2, 4, 8, 16, 32, 64)
     assert explorer.controls["seq_len"].value == 64  # the longest the tiny model takes
     # tiny has 2 layers, the case study 4 stages: the message, no figure update
-    assert explorer.report is None and "pipeline_stages = 4" in explorer.summary.value
+    assert explorer.result is None and "pipeline_stages = 4" in explorer.summary.value
     explorer.controls["pipeline_stages"].value = 2
-    assert explorer.report == case_report(model="tiny", seq_len=64, pipeline_stages=2, precision="fp32")
+    assert explorer.result.report == case_report(model="tiny", seq_len=64, pipeline_stages=2, precision="fp32")
     explorer.controls["model"].value = "gpt2"
     assert explorer.controls["seq_len"].options[-1] == 1024 and explorer.controls["seq_len"].value == 64
     assert explorer.controls["precision"].value == "bf16-mixed"
@@ -112,24 +119,24 @@ def test_a_new_model_resets_precision_and_sequence_lengths():
     ("global_batch", 8, "num_microbatches = 2：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4"),
 ])
 def test_invalid_input_shows_the_message_and_keeps_the_figure(control, value, message):
-    explorer = MemoryExplorer()
+    explorer = widget()
     png = explorer.png
     explorer.controls[control].value = value
     assert message in explorer.summary.value, explorer.summary.value
     assert "配置无效" in explorer.summary.value and "Traceback" not in explorer.summary.value
-    assert explorer.report is None and explorer.error and explorer.png == png
+    assert explorer.result is None and explorer.error and explorer.png == png
     # and a valid value brings the report back
     explorer.controls[control].value = {"global_batch": 64, "data_parallel": 2, "device_memory_gib": 64.0}[control]
-    assert explorer.report == case_report()
+    assert explorer.result.report == case_report()
 
 
 def test_more_stages_than_layers_is_reported():
-    explorer = MemoryExplorer(replace(CASE_STUDY.job, model=get_config("gpt2")))  # 12 layers
+    explorer = widget(replace(CASE_STUDY.job, model=get_config("gpt2")))  # 12 layers
     explorer.controls["pipeline_stages"].value = 16
     assert "pipeline_stages = 16" in explorer.summary.value and "12" in explorer.summary.value
-    assert explorer.report is None
+    assert explorer.result is None
     with pytest.raises(ValueError, match="seq_len = 2048：必须在 1 到 gpt2-xl 的 n_positions = 1024 之间"):
-        MemoryExplorer(replace(CASE_STUDY.job, seq_len=2048))
+        widget(replace(CASE_STUDY.job, seq_len=2048))
 
 
 def test_overflow_is_marked_in_red():
@@ -200,10 +207,10 @@ def test_explorer_draws_measured_points_when_the_state_matches():
     key = ("tiny", 4, 32, "none")
     job = replace(CASE_STUDY.job, model=get_config("tiny"), micro_batch_size=4, seq_len=32, pipeline_stages=2,
                   global_batch=16, device_memory_gib=0.01, precision=None)
-    explorer = MemoryExplorer(job, measured={key: [1_000_000, 900_000]})
+    explorer = widget(job, measured={key: [1_000_000, 900_000]})
 
     def marker_lines():
-        return [line for line in explorer._ax.lines if line.get_label() == "实测峰值"]
+        return [line for line in explorer.figure.axes[0].lines if line.get_label() == "实测峰值"]
 
     assert len(marker_lines()) == 1
     explorer.controls["micro_batch_size"].value = 2  # no measurement for this state
@@ -211,14 +218,14 @@ def test_explorer_draws_measured_points_when_the_state_matches():
     explorer.controls["micro_batch_size"].value = 4
     assert len(marker_lines()) == 1
     explorer.controls["pipeline_stages"].value = 1  # one value per stage needed: two given, so none drawn
-    assert marker_lines() == [] and explorer.report is not None
+    assert marker_lines() == [] and explorer.result is not None
 
 
 def test_explorer_leaks_no_figures_and_draws_every_glyph():
     open_before = plt.get_fignums()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "Glyph … missing from font" is a UserWarning
-        explorer = MemoryExplorer()
+        explorer = widget()
         explorer.controls["recompute"].value = "full"
         explorer.controls["device_memory_gib"].value = 8.0
         explorer.controls["pipeline_stages"].value = 48
@@ -229,7 +236,7 @@ def test_explorer_leaks_no_figures_and_draws_every_glyph():
 def test_every_move_redraws():
     """Each control moved, then moved back: a new report, summary and picture each time (how long a redraw
     takes is benchmarks/bench.py's widget budget, not a pass criterion here)."""
-    explorer = MemoryExplorer()
+    explorer = widget()
     moves = [("micro_batch_size", 4), ("seq_len", 512), ("schedule", "gpipe"), ("recompute", "full"),
              ("precision", "fp32"), ("dropout", 0.0), ("pipeline_stages", 8), ("global_batch", 128), ("data_parallel", 1),
              ("device_memory_gib", 32.0), ("model", "gpt2-large")]
@@ -237,10 +244,10 @@ def test_every_move_redraws():
     for control, value in moves + [(c, explorer.controls[c].value) for c, _ in moves]:
         if explorer.controls[control].value == value:  # already there (the model's change reset it): no event
             continue
-        before = (explorer.report, explorer.summary.value, explorer.png)
+        before = (explorer.result.report, explorer.summary.value, explorer.png)
         explorer.controls[control].value = value
         assert explorer.error is None, (control, value, explorer.error)
-        after = (explorer.report, explorer.summary.value, explorer.png)
+        after = (explorer.result.report, explorer.summary.value, explorer.png)
         assert all(a != b for a, b in zip(after, before)), (control, value)
         redrawn += 1
     assert redrawn >= 20
@@ -249,7 +256,7 @@ def test_every_move_redraws():
 def test_the_controls_take_their_bounds_from_the_job_record():
     from batchlab.formulas.job import LIMITS
 
-    c = MemoryExplorer().controls
+    c = widget().controls
     for name in ("global_batch", "data_parallel", "device_memory_gib"):
         assert (c[name].min, c[name].max) == pytest.approx(LIMITS[name] if name == "device_memory_gib"
                                                            else (1, LIMITS[name][1]))

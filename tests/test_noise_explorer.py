@@ -14,9 +14,15 @@ from batchlab.measure.data import make_corpus  # noqa: E402
 from batchlab.measure.model import GPT  # noqa: E402
 from batchlab.measure.noise import gradient_cloud, minibatch_error, per_sample_grads  # noqa: E402
 from batchlab.ui import noise as noise_ui, style  # noqa: E402
-from batchlab.ui.noise import NoiseExplorer  # noqa: E402
+from batchlab.page.noise import NoiseExplorer  # noqa: E402
+from batchlab.ui.explorer_widget import ExplorerWidget  # noqa: E402
 
 SIZES = [1, 2, 4, 8, 16, 32, 64]
+
+
+def widget(*args, **kwargs) -> ExplorerWidget:
+    """The noise explorer as the chapter shows it."""
+    return ExplorerWidget(NoiseExplorer(*args, **kwargs))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -82,7 +88,7 @@ def explorer_lr(explorer):
 ])
 def test_every_control_changes_the_summary(precomputed, control, value):
     cloud, stats = precomputed
-    explorer = NoiseExplorer(cloud, stats, base_batch=32, base_lr=3e-3, batch_size=16)
+    explorer = widget(cloud, stats, base_batch=32, base_lr=3e-3, batch_size=16)
     before = explorer.summary.value
     explorer.controls[control].value = value
     after = explorer.summary.value
@@ -95,7 +101,7 @@ def test_every_control_changes_the_summary(precomputed, control, value):
 
 def test_summary_names_the_rule_and_its_numbers(precomputed):
     cloud, stats = precomputed
-    explorer = NoiseExplorer(cloud, stats, base_batch=16, base_lr=1e-3, batch_size=64)
+    explorer = widget(cloud, stats, base_batch=16, base_lr=1e-3, batch_size=64)
     assert "线性缩放" in explorer.summary.value and "学习率 <b>0.004</b>" in explorer.summary.value
     explorer.controls["lr_rule"].value = "sqrt"
     assert "平方根缩放" in explorer.summary.value and "学习率 <b>0.002</b>" in explorer.summary.value
@@ -104,8 +110,8 @@ def test_summary_names_the_rule_and_its_numbers(precomputed):
 def test_explorer_moves_points_without_leaking_figures(precomputed):
     cloud, stats = precomputed
     open_before = plt.get_fignums()
-    explorer = NoiseExplorer(cloud, stats)
-    cloud_ax, curve_ax = explorer._axes
+    explorer = widget(cloud, stats)
+    cloud_ax, curve_ax = explorer.figure.axes
     artists = (len(cloud_ax.get_children()), len(curve_ax.get_children()))
     images = set()
     for b in SIZES:
@@ -117,7 +123,7 @@ def test_explorer_moves_points_without_leaking_figures(precomputed):
     assert len(images) == len(SIZES)  # every B shows a different picture
     assert (len(cloud_ax.get_children()), len(curve_ax.get_children())) == artists  # moved, not redrawn
     # Blitting marks artists as animated only while it draws the background: savefig still shows them.
-    assert not any(a.get_animated() for ax in explorer._axes for a in noise_ui.updated_artists(ax))
+    assert not any(a.get_animated() for ax in explorer.figure.axes for a in noise_ui.updated_artists(ax))
     assert plt.get_fignums() == open_before
 
 
@@ -125,9 +131,9 @@ def test_explorer_rejects_mismatched_inputs(precomputed):
     cloud, stats = precomputed
     short = dict(stats, batch_sizes=stats["batch_sizes"][:3])
     with pytest.raises(ValueError, match="梯度云的批大小 \\[8, 16, 32, 64\\] 在 stats 里没有"):
-        NoiseExplorer(cloud, short)
+        widget(cloud, short)
     with pytest.raises(ValueError, match="lr_rule = 'cubic'：只能取 'linear', 'sqrt', 'none' 之一"):
-        NoiseExplorer(cloud, stats, lr_rule="cubic")
+        widget(cloud, stats, lr_rule="cubic")
 
 
 def test_plots_keep_fixed_limits_and_draw_all_glyphs(precomputed):

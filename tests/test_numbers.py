@@ -4,7 +4,7 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from batchlab.ui.numbers import Formatted, count, estimate, flops_rate, percent, ratio, scientific, size
+from batchlab.page.numbers import Formatted, count, estimate, flops_rate, percent, ratio, scientific, size
 from batchlab.ui.tables import text_table
 
 
@@ -35,7 +35,7 @@ def test_tables_right_align_formatted_numbers_and_show_no_repr():
 
 
 def test_sentence_helpers():
-    from batchlab.ui.numbers import labelled, listed, tally
+    from batchlab.page.numbers import labelled, listed, tally
     assert listed([0.51234, 0.49, 3]) == "0.512、0.490、3"
     assert listed([1.0, 2.0], digits=1, sep="，") == "1.0，2.0"
     assert listed([]) == ""
@@ -46,7 +46,7 @@ def test_sentence_helpers():
 
 
 def test_span_scales_both_ends():
-    from batchlab.ui.numbers import span
+    from batchlab.page.numbers import span
     assert span((2.8e14, 3.5e14), scale=1e12) == "280–350"
     assert span((1.6e12, 1.8e12), 1, 1e12) == "1.6–1.8"
     assert span((150.4, 218.75)) == "150–219"
@@ -56,7 +56,7 @@ def test_span_scales_both_ends():
 
 def test_a_gap_at_float32_rounding_says_so_instead_of_its_digits():
     from batchlab.lecture.verdicts import FLOAT32_ROUNDING, SAME_UPDATE_TOLERANCE, same_update
-    from batchlab.ui.numbers import float_gap
+    from batchlab.page.numbers import float_gap
     noise = "< 10⁻⁶（float32 舍入）"
     for g in (0.0, 9.1e-8, 1.1e-7, 2.2e-7, math.nextafter(FLOAT32_ROUNDING, 0)):  # just below the threshold
         assert float_gap(g) == noise and isinstance(float_gap(g), Formatted)
@@ -71,7 +71,7 @@ def test_a_gap_at_float32_rounding_says_so_instead_of_its_digits():
 
 
 def test_a_rounding_gap_is_one_right_aligned_number_in_a_table():
-    from batchlab.ui.numbers import float_gap
+    from batchlab.page.numbers import float_gap
     table = text_table(["做法", "相对差异"], [["累积", float_gap(1.5e-7)], ["BatchNorm", float_gap(3.3e-2)]])
     assert table.numeric == (False, True)
     assert table.cells[0][1] == "< 10⁻⁶（float32 舍入）" and "1.5" not in table.text + table.html()

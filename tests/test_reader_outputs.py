@@ -62,7 +62,7 @@ def test_the_code_pattern_catches_code_names():
         assert not CODE.search(good), good
 
 
-# Numbers for people (batchlab.ui.numbers): a count has thousands separators, and a large quantity has no
+# Numbers for people (batchlab.page.numbers): a count has thousands separators, and a large quantity has no
 # run of decimals — a raw byte count (25159499776) or a rate to three decimals (5123.457 tokens/s) is not.
 RAW_NUMBER = re.compile(r"(?<![\w.,×^⁰¹²³⁴⁵⁶⁷⁸⁹-])(?:\d{5,}(?![\d,])|\d{4,}\.\d{2,})")
 
@@ -82,7 +82,7 @@ def test_the_number_pattern_catches_raw_numbers():
 
 # A number at float32 rounding level (below batchlab.lecture.verdicts.FLOAT32_ROUNDING, 10⁻⁶) is noise whose
 # digits change with the CPU's vector instructions (and fail nbval on another CPU): a reader sees what it
-# means, batchlab.ui.numbers.float_gap's "< 10⁻⁶（float32 舍入）", not m×10⁻⁷.
+# means, batchlab.page.numbers.float_gap's "< 10⁻⁶（float32 舍入）", not m×10⁻⁷.
 ROUNDING_NOISE = re.compile(r"×10⁻(?:[⁷⁸⁹]|[¹²³⁴⁵⁶⁷⁸⁹][⁰¹²³⁴⁵⁶⁷⁸⁹])(?![⁰¹²³⁴⁵⁶⁷⁸⁹])"
                             r"|\d(?:\.\d+)?e-(?:0?[7-9]|[1-9]\d)\b")
 

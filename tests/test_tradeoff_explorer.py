@@ -14,7 +14,8 @@ from batchlab.formulas.throughput import model_step  # noqa: E402
 from batchlab.formulas.tune import tune  # noqa: E402
 from batchlab.lecture.case import CASE_STUDY  # noqa: E402
 from batchlab.ui import style  # noqa: E402
-from batchlab.ui.pipeline import TradeoffExplorer  # noqa: E402
+from batchlab.page.tradeoff import TradeoffExplorer  # noqa: E402
+from batchlab.ui.explorer_widget import ExplorerWidget  # noqa: E402
 
 CURVE = RateCurve((1024, 2048, 4096, 8192), (1e12, 3e12, 4e12, 4.2e12), "测试曲线")
 
@@ -26,7 +27,7 @@ def chinese_font():
 
 def explorer(**kwargs):
     with contextlib.redirect_stdout(io.StringIO()):  # outside a kernel the Output widget prints
-        return TradeoffExplorer(CURVE, **kwargs)
+        return ExplorerWidget(TradeoffExplorer(CURVE, **kwargs))
 
 
 def test_default_is_the_case_study_and_its_numbers_come_from_the_model():
@@ -34,7 +35,7 @@ def test_default_is_the_case_study_and_its_numbers_come_from_the_model():
     expect = model_step(CASE_STUDY.job, CURVE)
     assert (CASE_STUDY.job.global_batch, CASE_STUDY.job.micro_batch_size, CASE_STUDY.job.pipeline_stages,
             CASE_STUDY.job.data_parallel) == (64, 2, 4, 2)
-    assert e.step == expect
+    assert e.result.step == expect
     assert "m = <b>16</b>" in e.summary.value and "15.8%" in e.summary.value and e.png
 
 
@@ -55,7 +56,7 @@ def test_best_micro_batch_and_memory_limits_are_marked():
     assert "模型下最快且放得下的微批次大小：<b>4</b>" in e.summary.value  # the steep curve favours 4
     tight = explorer(job=replace(CASE_STUDY.job, device_memory_gib=16.0))
     # what the explorer shows is tune() of the job its controls describe
-    result = tune(replace(tight.job, **{c: w.value for c, w in tight.controls.items()}), CURVE)
+    result = tune(replace(tight.explorer.job, **{c: w.value for c, w in tight.controls.items()}), CURVE)
     fits = {c["micro_batch_size"]: c["fits"] for c in result["candidates"]}
     assert fits[1] and not fits[8]  # micro 1 fits in 16 GiB (15.1), micro 8 does not (1F1B keeps m ≥ p: micro ≤ 8)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -67,10 +68,10 @@ def test_1f1b_with_fewer_micro_batches_than_stages_is_refused_with_the_rule():
     e = explorer()
     with contextlib.redirect_stdout(io.StringIO()):
         e.controls["micro_batch_size"].value = 32  # m = 1 < 4 stages
-    assert e.step is None and "1F1B 要求微批次数 ≥ 流水线阶段数" in e.summary.value
+    assert e.result is None and "1F1B 要求微批次数 ≥ 流水线阶段数" in e.summary.value
     with contextlib.redirect_stdout(io.StringIO()):
         e.controls["schedule"].value = "gpipe"
-    assert e.step is not None and e.step.num_microbatches == 1
+    assert e.result is not None and e.result.step.num_microbatches == 1
 
 
 def test_invalid_input_shows_a_message():
@@ -78,4 +79,4 @@ def test_invalid_input_shows_a_message():
     png = e.png
     with contextlib.redirect_stdout(io.StringIO()):
         e.controls["global_batch"].value = 63
-    assert e.step is None and "global_batch = 63 不能被" in e.summary.value and e.png == png
+    assert e.result is None and "global_batch = 63 不能被" in e.summary.value and e.png == png

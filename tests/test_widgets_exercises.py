@@ -1,13 +1,19 @@
 import pytest
 
-from batchlab.ui.batch import BatchCalculator
+from batchlab.page.batch import BatchExplorer
+from batchlab.ui.explorer_widget import ExplorerWidget
 from batchlab.ui.exercises import EXERCISES, ask, check, expected, is_correct
 
 
+def calculator(**kwargs) -> ExplorerWidget:
+    """4.1's global-batch calculator, as the chapter shows it."""
+    return ExplorerWidget(BatchExplorer(**kwargs))
+
+
 def test_calculator_default_shows_case_study():
-    calc = BatchCalculator()
-    assert calc.plan.num_microbatches == 16
-    assert "15.8%" in calc.result.value and "64 = 2 (micro) × 2 (DP) × 16 (num_microbatches)" in calc.result.value
+    calc = calculator()
+    assert calc.result.num_microbatches == 16
+    assert "15.8%" in calc.summary.value and "64 = 2 (micro) × 2 (DP) × 16 (num_microbatches)" in calc.summary.value
 
 
 @pytest.mark.parametrize("control, value, expect", [
@@ -19,25 +25,25 @@ def test_calculator_default_shows_case_study():
     ("stated_grad_accum", 4, "符合原文的读法"),
 ])
 def test_each_control_changes_the_displayed_result(control, value, expect):
-    calc = BatchCalculator()
-    before = calc.result.value
+    calc = calculator()
+    before = calc.summary.value
     assert expect not in before
     calc.controls[control].value = value
-    assert expect in calc.result.value and calc.result.value != before
+    assert expect in calc.summary.value and calc.summary.value != before
 
 
 def test_invalid_input_shows_a_message_not_a_traceback():
-    calc = BatchCalculator()
+    calc = calculator()
     calc.controls["global_batch"].value = 63
-    assert calc.plan is None
-    assert "配置无效" in calc.result.value and "global_batch = 63 不能被" in calc.result.value
+    assert calc.result is None
+    assert "配置无效" in calc.summary.value and "global_batch = 63 不能被" in calc.summary.value
     calc.controls["global_batch"].value = 64
-    assert calc.plan is not None and "配置无效" not in calc.result.value
+    assert calc.result is not None and "配置无效" not in calc.summary.value
 
 
 def test_pipeline_not_filled_is_flagged():
-    calc = BatchCalculator(global_batch=8, micro_batch_size=2, pipeline_stages=4, data_parallel=2)
-    assert "流水线填不满" in calc.result.value
+    calc = calculator(global_batch=8, micro_batch_size=2, pipeline_stages=4, data_parallel=2)
+    assert "流水线填不满" in calc.summary.value
 
 
 @pytest.mark.parametrize("exercise_id", list(EXERCISES))

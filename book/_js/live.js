@@ -3,7 +3,7 @@
  * Each explorer's frozen ipywidgets view carries a marker (.batchlab-live, with the explorer's name and
  * its context as JSON). When the reader scrolls to it or touches a control, this script starts Pyodide
  * once per page (the browser caches it across pages), unpacks the book's own Python files and asks
- * batchlab.ui.explorers.web for the controls, the summary and the chart; the page holds no formula.
+ * batchlab.page.web for the controls, the summary and the chart; the page holds no formula.
  * The frozen view stays until the live one is ready. Opened as file:// (browsers refuse WebAssembly
  * there) or without WebAssembly, the frozen view stays and a line says why.
  */
@@ -63,7 +63,7 @@
       echarts = parts[2];
       py.unpackArchive(parts[1], "zip", { extractDir: "/home/pyodide/live" });
       py.runPython("import sys; sys.path.insert(0, '/home/pyodide/live')");
-      return { py: py, web: py.pyimport("batchlab.ui.explorers.web") };
+      return { py: py, web: py.pyimport("batchlab.page.web") };
     });
     return runtime;
   }
@@ -77,7 +77,7 @@
 
   var uid = 0;
 
-  /* One control from its declaration (batchlab.ui.explorers.spec.Control); onChange(value) on a change. */
+  /* One control from its declaration (batchlab.page.spec.Control); onChange(value) on a change. */
   function makeControl(c, value, onChange) {
     var id = "bl-live-" + (++uid);
     var row = el("div", { "class": "bl-live-control" + (c.wide ? " bl-live-wide" : ""), "data-name": c.name });

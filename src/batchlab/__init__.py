@@ -11,7 +11,9 @@ and ``tests/test_layers.py`` states that as rules on these paths.
   decide whether a claim holds (``verdicts``).
 * ``measure`` — the same quantities measured with torch on the reader's NPU, GPU or CPU: the device
   layer, the GPT, data, training, gradient noise, memory, matmul rates, pipeline runs.
-* ``ui`` — figures, explorers, exercises and tables (no formula of its own, no torch).
+* ``page`` — what the published page runs in the reader's browser too (standard library, ``formulas`` and
+  ``lecture`` only): each explorer's declaration, the colours, numbers for people.
+* ``ui`` — figures, the explorers' widgets, exercises and tables (no formula of its own, no torch).
 * ``apps`` — ``python -m batchlab`` (``cli``) and grading a class's notebooks (``grade``).
 
 Import the module you need: ``from batchlab.formulas.batching import plan_batch``.

@@ -9,10 +9,11 @@ Three parts, one module:
   once from registry.npmjs.org into :data:`CACHE` (ignored by git) and only the files the pages load are
   kept. Nothing is fetched at build or test time.
 * **The Python the page runs** (:func:`live_sources`): the files of ``batchlab`` the explorers need —
-  formulas, the lecture, the explorers' declarations — zipped byte for byte from ``src/`` at build time
+  formulas, the lecture and the page layer ``batchlab/page`` (the explorers' declarations, colours,
+  numbers), each folder whole — zipped byte for byte from ``src/`` at build time
   (tests/test_live_explorers.py compares them), so no formula is written a second time in JavaScript.
 * **A Sphinx extension** (``sphinx: extra_extensions`` in _config.yml): a page whose notebook holds an
-  explorer's marker (``batchlab.ui.explorers.spec.LIVE_CLASS``) gets book/_js/live.js; no other page loads any of
+  explorer's marker (``batchlab.page.spec.LIVE_CLASS``) gets book/_js/live.js; no other page loads any of
   it. After the build the runtime and the sources zip are copied to ``_static/live/``.
 
 Chart library: ECharts rather than Vega-Lite — Chinese text is its home ground (its own fonts and
@@ -34,7 +35,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from batchlab.ui.explorers.spec import LIVE_CLASS
+from batchlab.page.spec import LIVE_CLASS
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
@@ -65,8 +66,10 @@ RUNTIME: dict[str, dict] = {
 }
 """The npm packages the live pages load: exact version, the registry's integrity hash, the files kept."""
 
-LIVE_PACKAGES = ("batchlab/formulas", "batchlab/lecture", "batchlab/ui/explorers")
-LIVE_FILES = ("batchlab/__init__.py", "batchlab/ui/__init__.py", "batchlab/ui/colours.py", "batchlab/ui/numbers.py")
+LIVE_PACKAGES = ("batchlab/formulas", "batchlab/lecture", "batchlab/page")
+LIVE_FILES = ("batchlab/__init__.py",)
+"""Beside the folders: the package's own ``__init__`` (the page layer, ``batchlab/page``, is shipped whole:
+tests/test_layers.py holds it to the standard library, the formulas, the lecture and itself)."""
 
 
 def live_sources() -> list[Path]:

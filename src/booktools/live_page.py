@@ -3,7 +3,7 @@ until Pyodide has made it live, move a control, read the summary and the chart. 
 (tests/test_live_explorers.py) and the speed report (benchmarks/bench.py) share these steps.
 
 Explorers are numbered in page order (0, 1, …); a control is the record its explorer declared
-(:meth:`batchlab.ui.explorers.spec.Control.as_record`).
+(:meth:`batchlab.page.spec.Control.as_record`).
 """
 from __future__ import annotations
 

@@ -181,7 +181,7 @@ FLOAT32_ROUNDING_EXPONENT = -6
 FLOAT32_ROUNDING = 10.0**FLOAT32_ROUNDING_EXPONENT
 """The largest relative gap float32 rounding alone leaves between two orders of the same sums (4.6
 measures 1e-7 to 2e-7; the digits change with the CPU's vector instructions). Below it a gap is noise:
-readers see "< 10⁻⁶（float32 舍入）" (:func:`batchlab.ui.numbers.float_gap`), not its digits."""
+readers see "< 10⁻⁶（float32 舍入）" (:func:`batchlab.page.numbers.float_gap`), not its digits."""
 SAME_UPDATE_TOLERANCE = 10.0**(FLOAT32_ROUNDING_EXPONENT + 1)  # 1e-5, exactly
 """How large a relative gradient gap still counts as the same update: ten times the rounding level, so no
 CPU's rounding flips the verdict, and far below any systematic gap (4.6's are 10⁻² and more)."""

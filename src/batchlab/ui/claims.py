@@ -3,7 +3,7 @@ the verdict, as one compact element a notebook cell shows with one call.
 
 The card is plain HTML styled by the ``batchlab-claim`` classes of ``book/_static/page.css`` (readable
 unstyled in JupyterLab too); its ``text/plain`` form, which ``print`` and nbval see, says the same in
-lines. Values are formatted once, by :mod:`batchlab.ui.numbers` (a float the chapter did not format gets
+lines. Values are formatted once, by :mod:`batchlab.page.numbers` (a float the chapter did not format gets
 three significant figures), and anything that would print as a Python repr is refused.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence, Union
 
 from batchlab.lecture.claims import Claim
 from batchlab.lecture.verdicts import SAME_DISTRIBUTION, UNTESTABLE, VERDICT, VERDICT_LABELS
-from batchlab.ui.numbers import Formatted, count, estimate
+from batchlab.page.numbers import Formatted, count, estimate
 from batchlab.ui.tables import Shown
 
 __all__ = ["HTML_CLASS", "ClaimCard", "ClaimCards", "claim_card", "claim_cards"]
@@ -35,7 +35,7 @@ def _value(value: object) -> str:
         return count(value)
     if isinstance(value, float):
         return estimate(value, 3)
-    raise TypeError(f"测量值 {type(value).__name__} 不能直接给读者看：先用 batchlab.ui.numbers 格式化成文字")
+    raise TypeError(f"测量值 {type(value).__name__} 不能直接给读者看：先用 batchlab.page.numbers 格式化成文字")
 
 
 def _items(measurement: Measurement) -> tuple[tuple[str, str], ...]:

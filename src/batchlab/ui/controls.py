@@ -1,5 +1,5 @@
-"""The notebook's rendering of an explorer's declared controls (:class:`batchlab.ui.explorers.spec.Control`):
-one ipywidget per control, and the line each explorer shows above its controls, which also carries the
+"""The notebook's rendering of an explorer's declared controls (:class:`batchlab.page.spec.Control`), for
+:class:`batchlab.ui.explorer_widget.ExplorerWidget`: one ipywidget per control, and the line each explorer shows above its controls, which also carries the
 explorer's declaration to the published page (book/_js/live.js makes the live explorer from it)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 
 import ipywidgets as widgets
 
-from batchlab.ui.explorers.spec import LIVE_CLASS, Control, Explorer
+from batchlab.page.spec import LIVE_CLASS, Control, Explorer
 
 __all__ = ["make_widget", "set_options", "KERNEL_NOTICE_HTML", "kernel_notice"]
 

@@ -17,7 +17,7 @@ def plot_training_curves(histories: list, labels: list[str], floor: float | None
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
 
-    from batchlab.ui.colours import PALETTE
+    from batchlab.page.colours import PALETTE
     from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES
 
     if len(histories) != len(labels):
@@ -57,7 +57,7 @@ def plot_steps_samples(batch_sizes: list[int], steps: list[float], fit: dict[str
     :func:`batchlab.formulas.scaling.fit_steps_samples`."""
     import matplotlib.pyplot as plt
 
-    from batchlab.ui.colours import PALETTE
+    from batchlab.page.colours import PALETTE
     from batchlab.ui.style import FIGURE_WIDTH
 
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH * 0.8, 3.9))

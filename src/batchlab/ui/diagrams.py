@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from batchlab.formulas.batching import BatchPlan
 from batchlab.formulas.job import Job
-from batchlab.ui.colours import PALETTE
+from batchlab.page.colours import PALETTE
 from batchlab.ui.style import FIGURE_WIDTH, new_axes
 
 if TYPE_CHECKING:

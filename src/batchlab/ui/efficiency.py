@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from batchlab.formulas.precision import element_bytes
 from batchlab.formulas.roofline import arithmetic_intensity, roofline_flops
-from batchlab.ui.colours import PALETTE
+from batchlab.page.colours import PALETTE
 from batchlab.ui.style import FIGURE_WIDTH, MARKERS, new_axes
 
 if TYPE_CHECKING:

@@ -1,31 +1,26 @@
-"""Memory figures and the memory explorer (4.3).
+"""Memory figures and the memory explorer's drawing (4.3).
 
 Every number comes from :func:`batchlab.formulas.memory.stage_memory` of a
 :class:`~batchlab.formulas.job.Job` (the controls make one; its validation is the explorer's); this module only stacks the parts of each stage's peak into bars, marks
-what does not fit, and redraws when a control moves. The memory model is pure math, so a change is
-recomputed in full each time.
+what does not fit; the explorer (declared in :mod:`batchlab.page.memory`) redraws it when a control moves.
+The memory model is pure math, so a change is recomputed in full each time.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-import ipywidgets as widgets
-
-from batchlab.formulas.job import Job
 from batchlab.formulas.memory import MemoryReport
-from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.colours import MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE
-from batchlab.ui.controls import kernel_notice, make_widget, set_options
-from batchlab.ui.explorers.memory import MEMORY_PARTS, MemoryExplorerSpec, memory_unit, share_text
+from batchlab.page.colours import MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE
+from batchlab.page.memory import MEMORY_PARTS, MemoryView, memory_unit, share_text
 from batchlab.ui.names import name
-from batchlab.ui.style import FIGURE_WIDTH, canvas_png, clear_artists, new_axes, show_png
+from batchlab.ui.style import FIGURE_WIDTH, clear_artists, new_axes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = ["plot_stage_memory", "plot_schedule_memory", "plot_memory_by_batch", "plot_activation_check",
-           "plot_memory_audit", "MemoryExplorer"]
+           "plot_memory_audit", "draw_memory_explorer"]
 
 def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
                       measured: Sequence[float | None] | None = None, title: str | None = None,
@@ -200,94 +195,15 @@ def plot_memory_audit(before: Mapping, after: Mapping, reported: tuple[float, fl
     return fig
 
 
-class MemoryExplorer(widgets.VBox):
-    """Memory explorer for 4.3: choose the model, micro-batch size, sequence length, schedule,
-    recomputation, precision, stages, global batch, data parallelism and the device's memory, and see
-    each pipeline stage's peak memory stacked by part against the device's capacity.
-
-    Starts from ``job`` (default: the lecture's case study, :data:`batchlab.lecture.case.CASE_STUDY`); the
-    job's optimizer, ZeRO-1 and attention are kept, the controls replace the rest. A new model resets the
-    precision to :func:`batchlab.formulas.precision.default_precision`, the dropout to the model's and the
-    sequence-length choices to its ``n_positions``. An invalid combination shows its message (``render_error_html``) and keeps the
-    last figure; ``.report`` is then None.
-
-    ``measured`` maps ``(model, micro_batch_size, seq_len, recompute)`` to measured peak bytes, one per
-    stage (or None); they are drawn when the controls match the key and the stage count matches.
-    One matplotlib figure, not registered with pyplot, is cleared and redrawn on each change; its PNG
-    is ``.png`` and shown in ``.output``.
-    """
-
-    def __init__(self, job: Job = CASE_STUDY.job, measured: dict | None = None) -> None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        self.explorer = MemoryExplorerSpec(job, measured)
-        self.job = job
-        values = self.explorer.initial_values()
-        style = {"description_width": "150px"}
-        # the precision and recompute labels are long: their dropdowns get the full row (a value cut off
-        # in the frozen HTML cannot be read)
-        wide, narrow = widgets.Layout(width="460px"), widgets.Layout(width="300px")
-        full = widgets.Layout(width="560px")
-        layouts = {"micro_batch_size": wide, "seq_len": wide, "recompute": full, "precision": full, "schedule": None}
-        self.controls = {c.name: make_widget(c, values[c.name], style, layouts.get(c.name, narrow))
-                         for c in self.explorer.controls(values)}
-        self.summary = widgets.HTML()
-        self.output = widgets.Output()
-        self.figure = Figure(figsize=(FIGURE_WIDTH, 4.4))
-        FigureCanvasAgg(self.figure)
-        self._ax = self.figure.add_subplot()
-        # Fixed margins instead of tight_layout (recomputed per change otherwise); the legend sits below.
-        self.figure.subplots_adjust(left=0.1, right=0.98, bottom=0.25, top=0.92)
-        self.png = b""
-        self.report: MemoryReport | None = None
-        self.error: str | None = None
-        self._quiet = False
-        self.controls["model"].observe(self._on_model, names="value")
-        for name, control in self.controls.items():
-            if name != "model":
-                control.observe(self._update, names="value")
-        c = self.controls
-        super().__init__([
-            kernel_notice(self.explorer),
-            # two boxes a row: three (780 px) overflow a 760 px column, and the frozen page clips them
-            widgets.HBox([c["model"], c["pipeline_stages"]]),
-            c["micro_batch_size"], c["seq_len"], c["schedule"], c["recompute"], c["precision"],
-            widgets.HBox([c["global_batch"], c["data_parallel"]]),
-            widgets.HBox([c["device_memory_gib"], c["dropout"]]),
-            self.summary, self.output,
-        ])
-        self._update()
-
-    def _values(self) -> dict:
-        return {name: c.value for name, c in self.controls.items()}
-
-    def _on_model(self, _change: object = None) -> None:
-        values = self.explorer.follow(self._values(), "model")
-        self._quiet = True  # one recomputation for the whole change, not one per control touched
-        try:
-            for control in self.explorer.controls(values):
-                if control.name != "model":
-                    set_options(self.controls[control.name], control, values[control.name])
-        finally:
-            self._quiet = False
-        self._update()
-
-    def _update(self, _change: object = None) -> None:
-        if self._quiet:
-            return
-        panel = self.explorer.compute(self._values())
-        self.summary.value = panel.summary_html
-        self.error = panel.error
-        if panel.error is not None:
-            self.report = None
-            return  # the last figure stays
-        self.report, measured, title = panel.result
-        self._draw(self.report, measured, title)
-
-    def _draw(self, report: MemoryReport, measured: list | None, title: str) -> None:
-        clear_artists(self._ax)
-        plot_stage_memory(report, ax=self._ax, measured=measured, title=title)
-        self.figure.canvas.draw()
-        self.png = canvas_png(self.figure)
-        show_png(self.output, self.png)
+def draw_memory_explorer(figure: "Figure", view: MemoryView) -> None:
+    """The memory explorer's figure (:class:`batchlab.page.memory.MemoryExplorer` names it): one axes of
+    :func:`plot_stage_memory` on ``figure``, made on the first call and then cleared and redrawn, with fixed
+    margins (not tight_layout, recomputed per change otherwise; the legend sits below)."""
+    if not figure.axes:
+        figure.set_size_inches(FIGURE_WIDTH, 4.4)
+        figure.add_subplot()
+        figure.subplots_adjust(left=0.1, right=0.98, bottom=0.25, top=0.92)
+    ax = figure.axes[0]
+    clear_artists(ax)
+    plot_stage_memory(view.report, ax=ax, measured=view.measured, title=view.title)
+    figure.canvas.draw()

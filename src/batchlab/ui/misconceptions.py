@@ -31,7 +31,7 @@ def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float 
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    from batchlab.ui.colours import PALETTE
+    from batchlab.page.colours import PALETTE
     from batchlab.ui.style import FIGURE_WIDTH
 
     if not ratios:
@@ -79,7 +79,7 @@ def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floo
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator, NullFormatter
 
-    from batchlab.ui.colours import PALETTE
+    from batchlab.page.colours import PALETTE
     from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS
 
     if len(histories) != len(labels):
@@ -113,7 +113,7 @@ def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float 
     their value, so they do not flatten the interesting part."""
     import matplotlib.pyplot as plt
 
-    from batchlab.ui.colours import PALETTE
+    from batchlab.page.colours import PALETTE
     from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS
 
     if not final_loss:

@@ -1,25 +1,22 @@
-"""Gradient-noise figures and the noise explorer (4.1, 4.2).
+"""Gradient-noise figures and the noise explorer's drawing (4.1, 4.2).
 
-Plots take precomputed results of :mod:`batchlab.measure.noise`; the explorer only selects among them and
-redraws, so a change of B feels instant.
+Plots take precomputed results of :mod:`batchlab.measure.noise`; the explorer (declared in
+:mod:`batchlab.page.noise`) only selects among them and redraws, so a change of B feels instant.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import ipywidgets as widgets
-
-from batchlab.ui.colours import PALETTE
-from batchlab.ui.controls import kernel_notice, make_widget
-from batchlab.ui.explorers.noise import NoiseExplorerSpec
-from batchlab.ui.style import FIGURE_WIDTH, canvas_png, new_axes, show_png
+from batchlab.page.colours import PALETTE
+from batchlab.page.noise import NoiseView
+from batchlab.ui.style import FIGURE_WIDTH, new_axes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = ["plot_estimate_error", "plot_gradient_cloud", "plot_variance_curve", "updated_artists",
-           "NoiseExplorer"]
+           "draw_noise_explorer"]
 
 
 def plot_estimate_error(stats: dict) -> "Figure":
@@ -170,77 +167,34 @@ def updated_artists(ax: "Axes") -> list:
     return out
 
 
-class NoiseExplorer(widgets.VBox):
-    """Gradient-noise explorer for 4.2: pick B, see the cloud of mini-batch gradients around G shrink
-    and the 1/B error curve, and read the learning rate a scaling rule gives for that B.
+def draw_noise_explorer(figure: "Figure", view: NoiseView) -> None:
+    """The gradient-noise explorer's figure (:class:`batchlab.page.noise.NoiseExplorer` names it) on
+    ``figure``: the gradient cloud and the 1/B error curve at ``view.batch_size``, side by side.
 
-    Built from precomputed results — ``cloud`` from :func:`batchlab.measure.noise.gradient_cloud` and
-    ``stats`` from :func:`batchlab.measure.noise.minibatch_error` — so a change only selects and redraws.
-    One matplotlib figure (not registered with pyplot, so nothing accumulates or needs closing) is
-    updated in place and blitted: only the moving points are redrawn, and the PNG (``.png``) is shown
-    in ``.output``.
-    """
-
-    def __init__(self, cloud: dict, stats: dict, base_batch: int = 32, base_lr: float = 3e-3,
-                 lr_rule: str = "linear", batch_size: int | None = None) -> None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        self.explorer = NoiseExplorerSpec(cloud, stats, base_batch, base_lr, lr_rule, batch_size)
-        self.cloud, self.stats = cloud, stats
-        values = self.explorer.initial_values()
-        style = {"description_width": "110px"}
-        layouts = {"batch_size": widgets.Layout(width="420px"), "base_batch": widgets.Layout(width="220px")}
-        self.controls = {c.name: make_widget(c, values[c.name], style, layouts.get(c.name))
-                         for c in self.explorer.controls(values)}
-        self.summary = widgets.HTML()
-        self.output = widgets.Output()
-        self.figure = Figure(figsize=(FIGURE_WIDTH, 3.9))
-        FigureCanvasAgg(self.figure)
-        self._background: tuple | None = None
-        self.png = b""
-        self._axes = self.figure.subplots(1, 2)
-        # Fixed margins instead of tight_layout: the layout would otherwise be recomputed per change.
-        self.figure.subplots_adjust(left=0.1, right=0.99, bottom=0.13, top=0.91, wspace=0.34)
-        self.controls["batch_size"].observe(self._on_batch_size, names="value")
-        for name in ("lr_rule", "base_batch", "base_lr"):
-            self.controls[name].observe(self._update_summary, names="value")
-        super().__init__([kernel_notice(self.explorer), self.controls["batch_size"], self.controls["lr_rule"],
-                          self.controls["base_batch"], self.controls["base_lr"],  # one per row: a phone's column
-                          self.summary, self.output])
-        self._on_batch_size()
-
-    def _on_batch_size(self, _change: object = None) -> None:
-        self._update_summary()
-        self._draw()
-
-    def _draw(self) -> None:
-        b = self.controls["batch_size"].value
-        # Same axes every time: the plot functions then only move points, no artists are rebuilt.
-        plot_gradient_cloud(self.cloud, b, ax=self._axes[0])
-        plot_variance_curve(self.stats, b, ax=self._axes[1])
-        self.png = self._render_png()
-        show_png(self.output, self.png)
-
-    def _render_png(self) -> bytes:
-        """The figure as PNG bytes. The static part (axes, ticks, legends, curve) is drawn once and
-        kept; each change restores it and draws only the moved artists — a full matplotlib redraw
-        with Chinese text costs ~0.1–0.2 s on a laptop, a restore plus a few artists a few ms."""
-        canvas = self.figure.canvas
-        moving = [a for ax in self._axes for a in updated_artists(ax)]
-        size = canvas.get_width_height()
-        if self._background is None or self._background[0] != size:
-            for artist in moving:
-                artist.set_animated(True)  # left out of the full draw: that draw is the background
-            canvas.draw()
-            self._background = (size, canvas.copy_from_bbox(self.figure.bbox))
-            for artist in moving:
-                artist.set_animated(False)  # so figure.savefig() still draws everything
-        else:
-            canvas.restore_region(self._background[1])
+    The two axes are made on the first call (fixed margins instead of tight_layout, which would be
+    recomputed per change); later calls only move points (:func:`plot_gradient_cloud` and
+    :func:`plot_variance_curve` on the same axes) and blit: the static part (axes, ticks, legends, curve)
+    is drawn once and kept, each change restores it and draws only the moved artists — a full matplotlib
+    redraw with Chinese text costs ~0.1–0.2 s on a laptop, a restore plus a few artists a few ms."""
+    if not figure.axes:
+        figure.set_size_inches(FIGURE_WIDTH, 3.9)
+        figure.subplots(1, 2)
+        figure.subplots_adjust(left=0.1, right=0.99, bottom=0.13, top=0.91, wspace=0.34)
+    cloud_ax, curve_ax = figure.axes
+    plot_gradient_cloud(view.cloud, view.batch_size, ax=cloud_ax)
+    plot_variance_curve(view.stats, view.batch_size, ax=curve_ax)
+    canvas = figure.canvas
+    moving = [a for ax in (cloud_ax, curve_ax) for a in updated_artists(ax)]
+    size = canvas.get_width_height()
+    background = getattr(figure, "_batchlab_background", None)
+    if background is None or background[0] != size:
         for artist in moving:
-            self.figure.draw_artist(artist)
-        return canvas_png(self.figure)
-
-    def _update_summary(self, _change: object = None) -> None:
-        self.summary.value = self.explorer.compute({name: c.value for name, c in self.controls.items()}).summary_html
+            artist.set_animated(True)  # left out of the full draw: that draw is the background
+        canvas.draw()
+        figure._batchlab_background = (size, canvas.copy_from_bbox(figure.bbox))
+        for artist in moving:
+            artist.set_animated(False)  # so figure.savefig() still draws everything
+    else:
+        canvas.restore_region(background[1])
+    for artist in moving:
+        figure.draw_artist(artist)

@@ -1,28 +1,25 @@
-"""Pipeline figures and the bubble-versus-matmul explorer (4.1, 4.4): timelines (simulated or measured),
-the modelled throughput of every micro-batch size, and the explorer that ties them to the memory model."""
+"""Pipeline figures and the bubble-versus-matmul explorer's drawing (4.1, 4.4): timelines (simulated or
+measured), the modelled throughput of every micro-batch size, and the figure of the explorer (declared in
+:mod:`batchlab.page.tradeoff`) that ties them to the memory model."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-import ipywidgets as widgets
 from matplotlib.ticker import NullLocator
 
-from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, pipeline_timeline
-from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.colours import PALETTE
-from batchlab.ui.controls import kernel_notice, make_widget
-from batchlab.ui.explorers.tradeoff import TradeoffExplorerSpec
-from batchlab.ui.style import FIGURE_WIDTH, canvas_png, clear_artists, new_axes, show_png
+from batchlab.page.colours import PALETTE
+from batchlab.page.tradeoff import TradeoffView
+from batchlab.ui.style import FIGURE_WIDTH, clear_artists, new_axes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from batchlab.formulas.pipeline_schedules import Timeline
-    from batchlab.formulas.roofline import RateCurve
 
-__all__ = ["MAX_DRAWN_OPS", "plot_pipeline_timeline", "plot_pipeline_timelines", "plot_tradeoff", "TradeoffExplorer"]
+__all__ = ["MAX_DRAWN_OPS", "plot_pipeline_timeline", "plot_pipeline_timelines", "plot_tradeoff",
+           "draw_tradeoff_explorer"]
 
 _NULL_LOCATOR = NullLocator()
 
@@ -147,76 +144,31 @@ def _thousands(value: float, _pos: int) -> str:
 _TRADEOFF_MARGINS = dict(left=0.1, right=0.99, bottom=0.15, top=0.91, wspace=0.3)
 
 
-class TradeoffExplorer(widgets.VBox):
-    """The bubble-versus-matmul explorer of 4.4: choose the global batch, micro-batch size, stages,
-    data parallelism and schedule; see the number of micro-batches, the bubble, the matmul efficiency
-    at M = micro × seq rows (from ``curve``: this device's measured rates or a preset), the modelled
-    step time and tokens/s for every micro-batch size that divides the batch, the best one that fits,
-    the sizes the 4.3 memory model says do not fit, and the step's timeline.
-
-    Every number comes from :func:`batchlab.formulas.throughput.model_step` and :func:`batchlab.formulas.tune.tune` (which uses
-    the 4.3 memory model);
-    ``job`` (default: the lecture's case) gives the model, sequence length, memory settings and the
-    controls' starting values; a change only recomputes them and redraws (``.png``, shown in ``.output``). Invalid input shows its
-    message and keeps the last figure.
-    """
-
-    def __init__(self, curve: "RateCurve", job: Job = CASE_STUDY.job) -> None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        self.explorer = TradeoffExplorerSpec(curve, job)
-        self.job = job
-        values = self.explorer.initial_values()
-        style, narrow = {"description_width": "150px"}, widgets.Layout(width="260px")
-        self.controls = {c.name: make_widget(c, values[c.name], style, None if c.kind == "buttons" else narrow)
-                         for c in self.explorer.controls(values)}
-        self.summary = widgets.HTML()
-        self.output = widgets.Output()
-        self.figure = Figure(figsize=(FIGURE_WIDTH, 3.6))
-        FigureCanvasAgg(self.figure)
-        self._axes = self.figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.15]})
-        self.figure.subplots_adjust(**_TRADEOFF_MARGINS)
-        self.png = b""
-        self.step = None
-        self.error: str | None = None
-        for control in self.controls.values():
-            control.observe(self._update, names="value")
-        c = self.controls
-        super().__init__([kernel_notice(self.explorer), widgets.HBox([c["global_batch"], c["micro_batch_size"]]),
-                          widgets.HBox([c["pipeline_stages"], c["data_parallel"]]), c["schedule"],
-                          self.summary, self.output])
-        self._update()
-
-    def _update(self, _change: object = None) -> None:
-        v = {name: c.value for name, c in self.controls.items()}
-        panel = self.explorer.compute(v)
-        self.summary.value = panel.summary_html
-        self.error = panel.error
-        if panel.error is not None:
-            self.step = None
-            return
-        _job, self.step, result = panel.result
-        self._draw(result["candidates"], v)
-
-    def _draw(self, candidates: list[dict], v: dict) -> None:
-        left, right = self._axes
-        for ax in self._axes:
-            clear_artists(ax)
-        plot_tradeoff(candidates, v["micro_batch_size"], ax=left)
-        p, m = v["pipeline_stages"], self.step.num_microbatches
-        if 2 * p * m <= MAX_DRAWN_OPS:
-            right.set_axis_on()
-            forward = self.step.slot_seconds / (1 + BACKWARD_PER_FORWARD)
-            timeline = pipeline_timeline(v["schedule"], p, m, forward_time=forward,
-                                         backward_time=BACKWARD_PER_FORWARD * forward)
-            plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False,
-                                   title=f"{SCHEDULES[v['schedule']]}：m = {m}，气泡 {timeline.idle_fraction:.1%}")
-        else:  # thousands of bars say nothing at this size, and take seconds to draw
-            right.set_axis_off()
-            right.text(0.5, 0.5, f"m = {m:,} 个微批次：\n时间线太长，不画\n气泡占比按公式\n(p - 1)/(m + p - 1) = "
-                       f"{self.step.bubble_fraction:.2%}", ha="center", va="center", transform=right.transAxes)
-        self.figure.subplots_adjust(**_TRADEOFF_MARGINS)
-        self.figure.canvas.draw()
-        self.png = canvas_png(self.figure)
-        show_png(self.output, self.png)
+def draw_tradeoff_explorer(figure: "Figure", view: TradeoffView) -> None:
+    """The bubble-versus-matmul explorer's figure (:class:`batchlab.page.tradeoff.TradeoffExplorer` names
+    it) on ``figure``: :func:`plot_tradeoff` of every micro-batch size on the left, the step's modelled
+    timeline on the right (up to :data:`MAX_DRAWN_OPS` bars: beyond, the bubble by its formula). The two
+    axes are made on the first call, then cleared and redrawn."""
+    if not figure.axes:
+        figure.set_size_inches(FIGURE_WIDTH, 3.6)
+        figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.15]})
+        figure.subplots_adjust(**_TRADEOFF_MARGINS)
+    left, right = figure.axes
+    for ax in (left, right):
+        clear_artists(ax)
+    job, step = view.job, view.step
+    plot_tradeoff(view.tuned["candidates"], job.micro_batch_size, ax=left)
+    p, m = job.pipeline_stages, step.num_microbatches
+    if 2 * p * m <= MAX_DRAWN_OPS:
+        right.set_axis_on()
+        forward = step.slot_seconds / (1 + BACKWARD_PER_FORWARD)
+        timeline = pipeline_timeline(job.schedule, p, m, forward_time=forward,
+                                     backward_time=BACKWARD_PER_FORWARD * forward)
+        plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False,
+                               title=f"{SCHEDULES[job.schedule]}：m = {m}，气泡 {timeline.idle_fraction:.1%}")
+    else:  # thousands of bars say nothing at this size, and take seconds to draw
+        right.set_axis_off()
+        right.text(0.5, 0.5, f"m = {m:,} 个微批次：\n时间线太长，不画\n气泡占比按公式\n(p - 1)/(m + p - 1) = "
+                   f"{step.bubble_fraction:.2%}", ha="center", va="center", transform=right.transAxes)
+    figure.subplots_adjust(**_TRADEOFF_MARGINS)
+    figure.canvas.draw()

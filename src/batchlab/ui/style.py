@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import matplotlib as mpl
 from matplotlib import font_manager
 
-from batchlab.ui.colours import PALETTE
+from batchlab.page.colours import PALETTE
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -15,7 +15,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from batchlab.ui.numbers import Formatted
+from batchlab.page.numbers import Formatted
 
 __all__ = ["HTML_CLASS", "Shown", "Table", "display_width", "text_table"]
 
@@ -106,7 +106,7 @@ class Table(Shown):
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits: int = 3) -> Table:
     """Format a result table once: numbers right-aligned, floats with ``digits`` decimals; a value formatted
-    by :mod:`batchlab.ui.numbers` is kept as it is (and right-aligned), a bool reads 是/否, None a dash.
+    by :mod:`batchlab.page.numbers` is kept as it is (and right-aligned), a bool reads 是/否, None a dash.
 
     Show it with ``display(...)`` (or as a cell's last expression) for an HTML table in the book;
     ``str()``/``print()`` give the aligned text.

@@ -1,5 +1,6 @@
 """What an explorer is, declared once for its two renderings: the ipywidgets explorer of a notebook
-(``batchlab.ui.controls`` turns each :class:`Control` into a widget) and the live explorer of the
+(:class:`batchlab.ui.explorer_widget.ExplorerWidget` turns any declaration into widgets, laid out as its
+:class:`NotebookLayout` says, and draws with its ``drawing`` function) and the live explorer of the
 published page (``book/_js/live.js`` turns the same declaration into HTML controls, and Pyodide runs
 this package in the reader's browser).
 
@@ -16,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from batchlab.formulas.checks import between, one_of, whole
-from batchlab.ui.colours import ERROR_COLOUR
+from batchlab.page.colours import ERROR_COLOUR
 
-__all__ = ["Control", "Panel", "Explorer", "render_error_html", "CHART_FONT", "NARROW_PX", "responsive", "LIVE_CLASS"]
+__all__ = ["Control", "Panel", "NotebookLayout", "Explorer", "render_error_html", "CHART_FONT", "NARROW_PX", "responsive", "LIVE_CLASS"]
 
 LIVE_CLASS = "batchlab-live"
 """The class of the line that marks an explorer in a page (``batchlab.ui.controls.kernel_notice`` writes
@@ -94,8 +95,37 @@ class Panel:
     result: Any = None
 
 
+@dataclass(frozen=True)
+class NotebookLayout:
+    """How a notebook lays out an explorer's controls, as data (the page lays them out from
+    :attr:`Control.wide`). ``label_px``: the width of every control's label; ``width_px``: every control's
+    width (None: the widget's own); ``widths``: (name, px or None) pairs that differ from it; ``rows``: names
+    of controls that share a row (each row in the place of its first control; a control in no row has a row
+    of its own). Rows stay within the book's 760 px column (tests/test_figures_legible.py measures them)."""
+
+    label_px: int
+    width_px: int | None = None
+    widths: tuple[tuple[str, int | None], ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+
+    def width(self, name: str) -> str | None:
+        """The CSS width of the control ``name`` (None: the widget's own)."""
+        px = dict(self.widths).get(name, self.width_px)
+        return None if px is None else f"{px}px"
+
+    def grouped(self, names: list[str]) -> list[list[str]]:
+        """``names`` (in declared order) as rows of controls."""
+        shared = {name: row for row in self.rows for name in row}
+        out = []
+        for name in names:
+            row = shared.get(name, (name,))
+            if row[0] == name:
+                out.append([n for n in row if n in names])
+        return out
+
+
 class Explorer:
-    """The declaration of one explorer (subclasses: ``batch``, ``memory``, ``tradeoff``).
+    """The declaration of one explorer (a subclass in a module of this folder, named by its ``name``).
 
     ``values`` are the controls' values by name. ``controls(values)`` lists the controls (their options
     may depend on other values: a model's sequence lengths); ``follow(values, changed)`` returns the values
@@ -105,6 +135,12 @@ class Explorer:
     """
 
     name: ClassVar[str] = ""
+    layout: ClassVar[NotebookLayout] = NotebookLayout(label_px=150)
+    """How the notebook lays out the controls."""
+    drawing: ClassVar[str | None] = None
+    """The notebook's drawing function, as ``"module.function"`` (None: no figure): called as
+    ``function(figure, panel.result)`` with one matplotlib Figure, kept from change to change, it draws the
+    result on that figure's Agg canvas. Named, not imported: this layer imports no ``batchlab.ui``."""
 
     def initial_values(self) -> dict:
         raise NotImplementedError

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import replace
+from typing import NamedTuple
 
 from batchlab.formulas.job import GIB, LIMITS, RECOMPUTE_MODES, Job
 from batchlab.formulas.memory import MemoryReport, stage_memory
@@ -15,11 +16,11 @@ from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.precision import PRECISIONS, default_precision
 from batchlab.formulas.presets import PRESETS, get_config
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.colours import FIT_COLOUR, MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, WARNING_COLOUR
-from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html, responsive
+from batchlab.page.colours import FIT_COLOUR, MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, WARNING_COLOUR
+from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
 
 __all__ = ["MEMORY_PARTS", "memory_unit", "share_text", "render_memory_summary_html", "seq_len_options",
-           "memory_title", "memory_chart", "MemoryExplorerSpec", "MAX_MICRO_BATCH", "MAX_STAGES"]
+           "memory_title", "memory_chart", "MemoryView", "MemoryExplorer", "MAX_MICRO_BATCH", "MAX_STAGES"]
 
 MAX_MICRO_BATCH = 64
 """The micro-batch slider's end: far past what fits a 910B for any preset."""
@@ -132,13 +133,23 @@ def memory_chart(report: MemoryReport, measured: list | None, title: str) -> dic
     })
 
 
+class MemoryView(NamedTuple):
+    """What the memory explorer answers for one set of values (its panel's ``result``): the
+    :func:`~batchlab.formulas.memory.stage_memory` report, the measured peaks that match it (or None) and
+    the figure's title; :func:`batchlab.ui.memory.draw_memory_explorer` draws it."""
+
+    report: MemoryReport
+    measured: list | None
+    title: str
+
+
 def _round_up(value: float) -> float:
     """The axis' top: ``value`` rounded up to half a power of ten (73.6 → 75), so it gets a round tick."""
     step = 10 ** math.floor(math.log10(value)) / 2
     return math.ceil(value / step) * step
 
 
-class MemoryExplorerSpec(Explorer):
+class MemoryExplorer(Explorer):
     """Model, micro-batch size, sequence length, schedule, recomputation, precision, dropout, stages,
     global batch, data parallelism and the device's memory → each stage's peak memory by part.
 
@@ -146,10 +157,17 @@ class MemoryExplorerSpec(Explorer):
     kept, the controls replace the rest. A new model resets the precision to its default, the dropout to
     the model's and the sequence lengths to its ``n_positions``. ``measured`` maps ``(model,
     micro_batch_size, seq_len, recompute)`` to measured peak bytes, one per stage (or None); they are drawn
-    when the controls match the key and the stage count matches.
+    when the controls match the key and the stage count matches. An invalid combination answers its rule's
+    one line (the notebook keeps the last figure).
     """
 
     name = "memory"
+    # two boxes a row: three (780 px) overflow a 760 px column, and the frozen page clips them; the precision
+    # and recompute labels are long: their dropdowns get the full row (a value cut off cannot be read)
+    layout = NotebookLayout(label_px=150, width_px=300, widths=(
+        ("micro_batch_size", 460), ("seq_len", 460), ("recompute", 560), ("precision", 560), ("schedule", None)),
+        rows=(("model", "pipeline_stages"), ("global_batch", "data_parallel"), ("device_memory_gib", "dropout")))
+    drawing = "batchlab.ui.memory.draw_memory_explorer"
 
     def __init__(self, job: Job = CASE_STUDY.job, measured: dict | None = None) -> None:
         if not isinstance(job, Job):
@@ -210,13 +228,13 @@ class MemoryExplorerSpec(Explorer):
         measured = self.measured_for(v, len(report.stages))
         title = memory_title(job)
         return Panel(render_memory_summary_html(report), memory_chart(report, measured, title),
-                     result=(report, measured, title))
+                     result=MemoryView(report, measured, title))
 
     def context(self) -> dict:
         return {"job": self.job.as_record(),
                 "measured": [[*key, values] for key, values in self.measured.items()]}
 
     @classmethod
-    def from_context(cls, context: dict) -> "MemoryExplorerSpec":
+    def from_context(cls, context: dict) -> "MemoryExplorer":
         measured = {tuple(row[:4]): row[4] for row in context["measured"]}
         return cls(Job.from_record(context["job"]), measured)

@@ -9,13 +9,14 @@ own run, not a second computation.
 from __future__ import annotations
 
 import html
+from typing import NamedTuple
 
 from batchlab.formulas.checks import one_of
 from batchlab.formulas.scaling import LR_RULES, scale_lr
-from batchlab.ui.colours import PALETTE
-from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html, responsive
+from batchlab.page.colours import PALETTE
+from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
 
-__all__ = ["render_noise_summary_html", "noise_chart", "NoiseExplorerSpec", "STATS_KEYS", "MIN_LR", "MAX_LR"]
+__all__ = ["render_noise_summary_html", "noise_chart", "NoiseView", "NoiseExplorer", "STATS_KEYS", "MIN_LR", "MAX_LR"]
 
 STATS_KEYS = ("batch_sizes", "rel_error", "rel_error_theory", "cosine", "sq_error", "sq_error_theory")
 """What the explorer reads of :func:`batchlab.measure.noise.minibatch_error`'s statistics."""
@@ -95,12 +96,25 @@ def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
     }, narrow)
 
 
-class NoiseExplorerSpec(Explorer):
+class NoiseView(NamedTuple):
+    """What the explorer answers for one set of values (its panel's ``result``): the chosen B and the
+    measured data as the chapter handed them in (numpy arrays there), which
+    :func:`batchlab.ui.noise.draw_noise_explorer` draws."""
+
+    batch_size: int
+    cloud: dict
+    stats: dict
+
+
+class NoiseExplorer(Explorer):
     """Pick B: the cloud of mini-batch gradients around G shrinks, the error follows 1/B, and a scaling
     rule gives the learning rate for that B. ``cloud`` from :func:`batchlab.measure.noise.gradient_cloud`,
     ``stats`` from :func:`batchlab.measure.noise.minibatch_error`, for the same batch sizes."""
 
     name = "noise"
+    # one control a row: a phone's column
+    layout = NotebookLayout(label_px=110, widths=(("batch_size", 420), ("base_batch", 220)))
+    drawing = "batchlab.ui.noise.draw_noise_explorer"
 
     def __init__(self, cloud: dict, stats: dict, base_batch: int = 32, base_lr: float = 3e-3,
                  lr_rule: str = "linear", batch_size: int | None = None) -> None:
@@ -113,6 +127,7 @@ class NoiseExplorerSpec(Explorer):
         start = batch_size if batch_size is not None else (base_batch if base_batch in sizes else sizes[0])
         if start not in sizes:
             raise ValueError(f"batch_size = {start!r}：不在预先算好的批大小 {sizes} 之中")
+        self.given = (cloud, stats)  # as handed in: what the notebook draws (the page gets the plain lists)
         self.cloud = {"batch_sizes": sizes, "points": [_plain(p) for p in cloud["points"]],
                       "center": _plain(cloud["center"])}
         self.stats = {key: _plain(stats[key]) for key in STATS_KEYS}
@@ -140,7 +155,8 @@ class NoiseExplorerSpec(Explorer):
         summary = render_noise_summary_html(v["batch_size"], self.stats["rel_error"][i],
                                             self.stats["rel_error_theory"][i], self.stats["cosine"][i],
                                             v["lr_rule"], lr, v["base_batch"], v["base_lr"])
-        return Panel(summary, noise_chart(self.cloud, self.stats, v["batch_size"]), result=v)
+        return Panel(summary, noise_chart(self.cloud, self.stats, v["batch_size"]),
+                     result=NoiseView(v["batch_size"], *self.given))
 
     def context(self) -> dict:
         cloud = {**self.cloud, "points": [[[float(f"{x:.5g}"), float(f"{y:.5g}")] for x, y in points]
@@ -148,5 +164,5 @@ class NoiseExplorerSpec(Explorer):
         return {"cloud": cloud, "stats": self.stats, "start": self.start}
 
     @classmethod
-    def from_context(cls, context: dict) -> "NoiseExplorerSpec":
+    def from_context(cls, context: dict) -> "NoiseExplorer":
         return cls(context["cloud"], context["stats"], **context["start"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import replace
+from typing import NamedTuple
 
 from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.pipeline_schedules import SCHEDULES
@@ -15,11 +16,11 @@ from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import StepModel, model_step
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.colours import ERROR_COLOUR, OVERFLOW_COLOUR, PALETTE
-from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html, responsive
-from batchlab.ui.numbers import percent
+from batchlab.page.colours import ERROR_COLOUR, OVERFLOW_COLOUR, PALETTE
+from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
+from batchlab.page.numbers import percent
 
-__all__ = ["render_tradeoff_html", "tradeoff_chart", "TradeoffExplorerSpec"]
+__all__ = ["render_tradeoff_html", "tradeoff_chart", "TradeoffView", "TradeoffExplorer"]
 
 
 def render_tradeoff_html(job: Job, step: StepModel, result: dict, curve: RateCurve) -> str:
@@ -76,13 +77,27 @@ def tradeoff_chart(candidates: list[dict], current: int) -> dict:
     })
 
 
-class TradeoffExplorerSpec(Explorer):
+class TradeoffView(NamedTuple):
+    """What the explorer answers for one set of values (its panel's ``result``): the job the controls
+    make, its :func:`~batchlab.formulas.throughput.model_step` and its :func:`~batchlab.formulas.tune.tune`
+    answer; :func:`batchlab.ui.pipeline.draw_tradeoff_explorer` draws it."""
+
+    job: Job
+    step: StepModel
+    tuned: dict
+
+
+class TradeoffExplorer(Explorer):
     """Global batch, micro-batch size, stages, data parallelism and schedule → m, the bubble, the matmul
     efficiency at M = micro × seq rows (from ``curve``), the modelled step time and tokens/s of every
     micro-batch size that divides the batch, and the fastest that fits. ``job`` (default: the lecture's
-    case) gives the model, sequence length, memory settings and the controls' starting values."""
+    case) gives the model, sequence length, memory settings and the controls' starting values. Invalid input
+    answers its rule's one line (the notebook keeps the last figure)."""
 
     name = "tradeoff"
+    layout = NotebookLayout(label_px=150, width_px=260, widths=(("schedule", None),),
+                            rows=(("global_batch", "micro_batch_size"), ("pipeline_stages", "data_parallel")))
+    drawing = "batchlab.ui.pipeline.draw_tradeoff_explorer"
 
     def __init__(self, curve: RateCurve, job: Job = CASE_STUDY.job) -> None:
         if not isinstance(job, Job):
@@ -107,10 +122,10 @@ class TradeoffExplorerSpec(Explorer):
             job = replace(self.job, **self.check_values(values))
         except ValueError as err:
             return Panel(render_error_html(str(err)), error=str(err))
-        result = tune(job, self.curve)
+        tuned = tune(job, self.curve)
         step = model_step(job, self.curve)
-        return Panel(render_tradeoff_html(job, step, result, self.curve),
-                     tradeoff_chart(result["candidates"], job.micro_batch_size), result=(job, step, result))
+        return Panel(render_tradeoff_html(job, step, tuned, self.curve),
+                     tradeoff_chart(tuned["candidates"], job.micro_batch_size), result=TradeoffView(job, step, tuned))
 
     def context(self) -> dict:
         curve = self.curve
@@ -119,7 +134,7 @@ class TradeoffExplorerSpec(Explorer):
                           "name": curve.name}}
 
     @classmethod
-    def from_context(cls, context: dict) -> "TradeoffExplorerSpec":
+    def from_context(cls, context: dict) -> "TradeoffExplorer":
         c = context["curve"]
         return cls(RateCurve(tuple(c["rows"]), tuple(c["flops_per_second"]), c["name"]),
                    Job.from_record(context["job"]))

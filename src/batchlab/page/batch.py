@@ -10,9 +10,9 @@ from batchlab.formulas.batching import GRAD_ACCUM_READINGS, BatchPlan, plan_batc
 from batchlab.formulas.job import LIMITS
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.ui.colours import PALETTE, WARNING_COLOUR
-from batchlab.ui.explorers.spec import CHART_FONT, Control, Explorer, Panel, render_error_html, responsive
-from batchlab.ui.numbers import percent
+from batchlab.page.colours import PALETTE, WARNING_COLOUR
+from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
+from batchlab.page.numbers import percent
 
 __all__ = ["BatchExplorer", "render_plan_html", "MAX_STAGES"]
 
@@ -72,9 +72,12 @@ def bubble_chart(plan: BatchPlan) -> dict:
 
 class BatchExplorer(Explorer):
     """Micro-batch size, stages, data parallel and global batch (and, optionally, a stated 梯度累积步数):
-    both formulas, or why the mix is invalid. Defaults to the lecture's case study."""
+    both formulas, or why the mix is invalid. Defaults to the lecture's case study. Its panel's ``result``
+    is the :class:`~batchlab.formulas.batching.BatchPlan`; the notebook draws no figure (the page draws the
+    bubble chart)."""
 
     name = "batch"
+    layout = NotebookLayout(label_px=190, width_px=340)
 
     def __init__(self, global_batch: int = CASE_STUDY.job.global_batch,
                  micro_batch_size: int = CASE_STUDY.job.micro_batch_size,

@@ -8,18 +8,32 @@ value answers the rule's wording, never a traceback.
 """
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
+from pathlib import Path
 
-from batchlab.ui.explorers.batch import BatchExplorer
-from batchlab.ui.explorers.memory import MemoryExplorerSpec
-from batchlab.ui.explorers.noise import NoiseExplorerSpec
-from batchlab.ui.explorers.spec import Explorer, Panel, render_error_html
-from batchlab.ui.explorers.tradeoff import TradeoffExplorerSpec
+from batchlab.page.spec import Explorer, Panel, render_error_html
 
-__all__ = ["EXPLORERS", "answer", "start", "update"]
+__all__ = ["EXPLORERS", "declared_explorers", "answer", "start", "update"]
 
-EXPLORERS: dict[str, type[Explorer]] = {cls.name: cls for cls in (BatchExplorer, MemoryExplorerSpec,
-                                                                 TradeoffExplorerSpec, NoiseExplorerSpec)}
+
+def declared_explorers() -> dict[str, type[Explorer]]:
+    """Every explorer declared in this folder, by its name (the name its marker carries): each module is
+    imported and its :class:`Explorer` subclasses collected, so a new explorer is one new module and no list."""
+    found: dict[str, type[Explorer]] = {}
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        module = importlib.import_module(f"{__package__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, Explorer) and value is not Explorer \
+                    and value.__module__ == module.__name__:
+                if value.name in found or value.name != info.name:
+                    raise RuntimeError(f"{value.__qualname__}.name = {value.name!r}：每个探索器的名字须与其模块同名且唯一")
+                found[value.name] = value
+    return found
+
+
+EXPLORERS: dict[str, type[Explorer]] = declared_explorers()
 """Every explorer the page can run, by the name its marker carries."""
 
 
