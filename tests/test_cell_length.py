@@ -14,8 +14,9 @@ import nbformat
 import pytest
 
 from batchlab.ui.tables import display_width
+from booktools import ROOT
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
+BOOK = ROOT / "book"
 MAX_LINES = 10
 MAX_WIDTH = 88
 HIDDEN = {"remove-input", "remove-cell", "hide-input"}   # tags whose cell's code the page does not show

@@ -9,6 +9,7 @@ from batchlab.lecture.claims import CLAIMS, Claim, at_grid_edge
 from batchlab.lecture.verdicts import SAME_DISTRIBUTION, UNTESTABLE, VERDICT, VERDICT_LABELS, oscillates, update_verdict
 from batchlab.ui.claims import claim_card, claim_cards
 from batchlab.page.numbers import percent
+from booktools import ROOT
 
 REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\{['\"\d]|\['|object at 0x|Claim\(|\(\('")
 
@@ -72,8 +73,7 @@ def test_grid_edge():
 
 
 def test_the_stylesheet_styles_the_cards():
-    from pathlib import Path
-    css = (Path(__file__).resolve().parents[1] / "book" / "_static" / "page.css").read_text(encoding="utf-8")
+    css = (ROOT / "book" / "_static" / "page.css").read_text(encoding="utf-8")
     for cls in ("batchlab-claim", "batchlab-claim__verdict", "batchlab-claim--fails", "batchlab-claim__body"):
         assert f".{cls}" in css
 

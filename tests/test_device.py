@@ -8,9 +8,10 @@ unrelated tests sharing the process. So the cases live in ``isolated/device_case
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-CASES = Path(__file__).parent / "isolated" / "device_cases.py"
+from booktools import ROOT
+
+CASES = ROOT / "tests" / "isolated" / "device_cases.py"
 
 # The one case allowed to skip: resetting the CPU peak needs a writable /proc/self/clear_refs.
 ALLOWED_SKIP = "clear_refs"

@@ -2,15 +2,15 @@
 text that check() and grade judge against), and the self-check cell under it is short and names it."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from batchlab.ui.exercises import EXERCISES
+from booktools import ROOT
 from booktools.exercise_cells import CHECK_TAGS, QUESTION_TAG, apply, check_source, exercise_ids, question_markdown
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
+BOOK = ROOT / "book"
 CHAPTERS = sorted(BOOK.glob("4.*.ipynb"))
 
 

@@ -1,7 +1,7 @@
 """Every figure the book shows is legible at the size the page shows it, and every explorer tells a
 reader of the static page how to make it move.
 
-The rule (``style.min_text_points``): the smallest text a figure draws, scaled to the width the page
+The rule (``min_text_points`` below): the smallest text a figure draws, scaled to the width the page
 gives its PNG (its own pixel width, or the 760 px content column when wider), is at least
 ``style.MIN_TEXT_PT`` points. Each figure function of ``batchlab.ui`` is drawn here with small
 synthetic inputs, as pyplot figures are shown in a notebook (cut to their drawn area); each explorer
@@ -17,7 +17,6 @@ import io
 import json
 import math
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 
 import matplotlib
@@ -33,8 +32,8 @@ from batchlab.formulas.roofline import RateCurve  # noqa: E402
 from batchlab.formulas.tune import tune  # noqa: E402
 from batchlab.lecture.case import CASE_STUDY  # noqa: E402
 from batchlab.ui import convergence, efficiency, memory, misconceptions, noise, pipeline, style  # noqa: E402
+from booktools import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 SMALLEST_FONT_PT = 8.5
 """Points, at the figure's own size, of the smallest text any figure of the book draws (ui figures,
 explorers, the batch diagram, plain pyplot with the book's rcParams): the font size the page test
@@ -42,6 +41,54 @@ scales by each figure's displayed width."""
 CURVE = RateCurve((1024, 2048, 4096, 8192), (1e12, 2e12, 2.5e12, 2.6e12), "测试曲线")
 SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 MODES = {"none": 1.2, "selective": 1.0, "full": 0.15}
+PHONE_PX = 358  # the content column on a 390 px phone, in CSS pixels
+
+
+# ----------------------------------------------------------------------------- the rule, measured
+def drawn_text_sizes(fig: plt.Figure) -> list[tuple[str, float]]:
+    """Every text ``fig`` draws (titles, labels, tick labels, legends, annotations), as (text, size in
+    points at the figure's own size): the figure is drawn once on its Agg canvas and each text the
+    renderer receives is recorded, so hidden and off-axes texts do not count."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    renderer = fig.canvas.get_renderer()
+    seen: list[tuple[str, float]] = []
+    original = renderer.draw_text
+
+    def record(gc, x, y, s, prop, angle, ismath=False, mtext=None):  # noqa: ANN001 - matplotlib's signature
+        if str(s).strip():
+            seen.append((str(s), prop.get_size_in_points()))
+        return original(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    renderer.draw_text = record
+    try:
+        fig.draw(renderer)
+    finally:
+        del renderer.draw_text  # the instance attribute: the class method is back
+    return seen
+
+
+def displayed_scale(fig: plt.Figure, column_px: float = style.COLUMN_PX, tight: bool = False) -> float:
+    """How many displayed points one point of ``fig`` becomes in a content column ``column_px`` CSS
+    pixels wide: the PNG is ``width × dpi`` pixels, shown at that many CSS pixels (1/96 inch) or scaled
+    down to the column. ``tight``: the PNG is cut to the drawn area plus 0.1 inch, as Jupyter's inline
+    backend saves a pyplot figure (explorers show the whole canvas)."""
+    width_in = fig.get_figwidth()
+    if tight:
+        width_in = fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * 0.1
+    shown_px = min(width_in * fig.dpi, column_px)
+    return (shown_px / 96) / width_in
+
+
+def min_text_points(fig: plt.Figure, column_px: float = style.COLUMN_PX, tight: bool = False) -> float:
+    """The smallest text ``fig`` draws, in points at the size the page shows it in a ``column_px``
+    column (see :func:`displayed_scale`); the book's rule is ≥ ``style.MIN_TEXT_PT`` at ``style.COLUMN_PX``."""
+    sizes = [size for _, size in drawn_text_sizes(fig)]
+    if not sizes:
+        raise ValueError("the figure draws no text")
+    return min(sizes) * displayed_scale(fig, column_px, tight)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -159,7 +206,7 @@ def test_every_figure_function_of_ui_is_checked_here():
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_figure_text_is_at_least_8_pt_in_the_column(name):
     fig = FIGURES[name]()
-    points = style.min_text_points(fig, tight=True)
+    points = min_text_points(fig, tight=True)
     width_px = fig.get_tightbbox(fig.canvas.get_renderer()).width * fig.dpi
     plt.close(fig)
     assert points >= style.MIN_TEXT_PT, f"{name}: smallest text {points:.1f} pt on the page"
@@ -170,29 +217,29 @@ def test_figure_text_is_at_least_8_pt_in_the_column(name):
 def test_explorer_figures_are_legible_and_as_wide_as_the_column(name):
     explorer = quiet(explorers()[name])
     assert explorer.figure.get_figwidth() * explorer.figure.dpi <= style.COLUMN_PX
-    points = style.min_text_points(explorer.figure)
+    points = min_text_points(explorer.figure)
     assert points >= style.MIN_TEXT_PT, f"{name}: smallest text {points:.1f} pt on the page"
 
 
 def test_the_rule_fails_small_text_and_figures_wider_than_the_column():
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.set_xlabel("批大小")
-    assert style.min_text_points(fig) >= style.MIN_TEXT_PT
+    assert min_text_points(fig) >= style.MIN_TEXT_PT
     ax.set_title("4 pt 的标题", fontsize=4)
-    assert style.min_text_points(fig) == pytest.approx(4 * style.DPI / 96)  # shown unscaled: 110/96 of it
-    assert style.min_text_points(fig) < style.MIN_TEXT_PT
+    assert min_text_points(fig) == pytest.approx(4 * style.DPI / 96)  # shown unscaled: 110/96 of it
+    assert min_text_points(fig) < style.MIN_TEXT_PT
     wide, ax = plt.subplots(figsize=(14, 3))  # 1540 px in a 760 px column: halved
     ax.set_xlabel("批大小", fontsize=10)
-    assert style.min_text_points(wide) < style.MIN_TEXT_PT
-    assert style.displayed_scale(wide) == pytest.approx(760 / 96 / 14)
-    assert style.displayed_scale(wide, column_px=style.PHONE_PX) == pytest.approx(358 / 96 / 14)
+    assert min_text_points(wide) < style.MIN_TEXT_PT
+    assert displayed_scale(wide) == pytest.approx(760 / 96 / 14)
+    assert displayed_scale(wide, column_px=PHONE_PX) == pytest.approx(358 / 96 / 14)
     with pytest.raises(ValueError, match="no text"):
-        style.min_text_points(plt.figure())
+        min_text_points(plt.figure())
     plt.close("all")
 
 
 def _smallest_drawn(fig) -> float:
-    return min(size for _, size in style.drawn_text_sizes(fig))
+    return min(size for _, size in drawn_text_sizes(fig))
 
 
 def test_no_figure_of_the_book_draws_text_below_the_smallest_font():
@@ -232,8 +279,8 @@ def test_hidden_text_does_not_count():
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.set_xlabel("批大小")
     ax.text(0.5, 0.5, "hidden", fontsize=3, visible=False)
-    assert all(text != "hidden" for text, _ in style.drawn_text_sizes(fig))
-    assert style.min_text_points(fig) >= style.MIN_TEXT_PT
+    assert all(text != "hidden" for text, _ in drawn_text_sizes(fig))
+    assert min_text_points(fig) >= style.MIN_TEXT_PT
     plt.close(fig)
 
 
@@ -246,7 +293,7 @@ def test_inline_figures_with_the_book_defaults_are_legible():
         ax.axhline(1.4, color="k", ls="--", label="熵率：损失下限")
         ax.set(xlabel="更新步数", ylabel="交叉熵（nats/token）", title="训练损失")
         ax.legend()
-        assert style.min_text_points(fig, tight=True) >= style.MIN_TEXT_PT
+        assert min_text_points(fig, tight=True) >= style.MIN_TEXT_PT
         assert fig.get_figwidth() * fig.dpi <= style.COLUMN_PX
         plt.close(fig)
 

@@ -8,9 +8,10 @@ import pytest
 
 from booktools import ROOT
 from batchlab.lecture.verdicts import VERDICT_LABELS
-from booktools.search_terms import AVOID, GLOSSARY, VERDICTS, glossary_tables
-from booktools.toc import toc_markdown
+from booktools.search_terms import AVOID, GLOSSARY, glossary_tables
+from tests.book_pages import toc_markdown
 
+VERDICTS = "结论用语"  # the section of verdict words (word, meaning): search terms too
 TABLES = glossary_tables(GLOSSARY.read_text(encoding="utf-8"))
 
 

@@ -20,8 +20,9 @@ from batchlab.apps.grade import (MAX_SUBMISSION_BYTES, Grade, _judged, _student,
 from batchlab.apps.grade_kernel import OK, _status
 from batchlab.apps.grade_report import check_csv_target, printable, spreadsheet_safe, write_csv
 from batchlab.ui.exercises import EXERCISES, answers, check, expected, is_correct, judge
+from booktools import ROOT
 
-FIXTURES = Path(__file__).parent / "fixtures" / "grading"
+FIXTURES = ROOT / "tests" / "fixtures" / "grading"
 HEADERS = ["学生", "4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6", "总分", "状态"]
 ROWS = [
     ["all_correct", "1", "1", "1", "1", "1", "1", "6", "ok"],

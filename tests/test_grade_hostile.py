@@ -29,6 +29,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from batchlab.apps.sandbox import LIMITS
+from booktools import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -266,7 +267,7 @@ def test_a_chapter_runs_whole_in_the_sandbox(teacher):
     base = Path(tempfile.mkdtemp(prefix="batchlab-chapter-"))
     base.chmod(0o755)
     (base / "subs").mkdir()
-    shutil.copy(Path(__file__).parents[1] / "book" / "4.1-definition.ipynb", base / "subs" / "chapter.ipynb")
+    shutil.copy(ROOT / "book" / "4.1-definition.ipynb", base / "subs" / "chapter.ipynb")
     if teacher:
         subprocess.run(["chown", "-R", f"{UNPRIVILEGED}:{UNPRIVILEGED}", str(base)], check=True)
     argv = [sys.executable, "-m", "batchlab", "grade", str(base / "subs"), "--json"]

@@ -5,11 +5,9 @@ at 1280 and 390 px go to _build/screenshots/ (`<page>-1280.png`, `<page>-390.png
 
 The book is built ONCE per test process into a temporary directory, as scripts/build-book.sh builds it:
 `jupyter-book build <repo> --path-output <tmp> -W` (publishes the notebooks' committed outputs, which
-nbval checks), then `python -m booktools.pdf` (the book's PDF). tests/test_page_*.py import the
-`built`, `browser` and `rendered` fixtures from here and share the build and the loaded pages.
-To check an existing build instead, point BATCHLAB_HTML_DIR at its html folder:
-
-    BATCHLAB_HTML_DIR=_build/html .venv/bin/python -m pytest tests/test_html.py
+nbval checks), then `python -m booktools.pdf` (the book's PDF). The `built`, `browser` and `rendered`
+fixtures are tests/conftest.py's, shared with tests/test_page_*.py (the build and the loaded pages);
+BATCHLAB_HTML_DIR checks an existing build instead (see there).
 
 Chromium (/usr/bin/chromium, Debian package `chromium`) is a required test
 dependency: without it the render test fails, it is not skipped.
@@ -21,23 +19,19 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
-from bs4 import BeautifulSoup
 
 from booktools import ROOT, browser as chromium, layout, render_check
-from booktools.toc import WIDGET_STATE, WIDGET_VIEW, toc_entries
+from booktools.toc import WIDGET_STATE, WIDGET_VIEW
+from tests.book_pages import CHAPTERS, PAGES, ROOT_DOC, WIDTHS, local_target, screenshot_path
 
 VENDOR = ROOT / "book" / "_vendor"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)  # http://, https://, //host
-BUILD_TIMEOUT_S = 1800
 
 # Vendored files (scripts/vendor_js.sh) and where the pages must find them.
 REQUIRE_JS = "_static/requirejs/require.js"
@@ -47,19 +41,6 @@ MATHJAX_FONT = "_static/mathjax/es5/output/chtml/fonts/woff-v2/MathJax_Main-Regu
 MATHJAX_EXT = "_static/mathjax/es5/input/tex/extensions/boldsymbol.js"
 
 
-# --------------------------------------------------------------------------- toc
-def _strip_suffix(entry: str) -> str:
-    return re.sub(r"\.(ipynb|md)$", "", entry)
-
-
-ROOT_DOC = _strip_suffix(toc_entries()[0])
-PAGES = [_strip_suffix(e) for e in toc_entries()]  # every page the toc lists (chapters, preface, glossary)
-CHAPTERS = [
-    _strip_suffix(e) for e in toc_entries()
-    if (ROOT / f"{_strip_suffix(e)}.ipynb").is_file()
-]
-
-
 def _notebook_model_ids(docname: str) -> list[str]:
     nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
     return [
@@ -67,75 +48,6 @@ def _notebook_model_ids(docname: str) -> list[str]:
         for c in nb.cells if c.cell_type == "code"
         for o in c.get("outputs", []) if WIDGET_VIEW in o.get("data", {})
     ]
-
-
-# --------------------------------------------------------------------------- build
-class Built:
-    def __init__(self, html: Path, log: str | None, rc: int | None, seconds: float | None):
-        self.html, self.log, self.rc, self.seconds = html.resolve(), log, rc, seconds
-        self._soups: dict[Path, BeautifulSoup] = {}
-
-    def page(self, docname: str) -> Path:
-        return self.html / f"{docname}.html"
-
-    def soup(self, docname: str) -> BeautifulSoup:
-        return self.parse(self.page(docname))
-
-    def parse(self, page: Path) -> BeautifulSoup:
-        """The page's parsed HTML, parsed once for all tests (they only read it)."""
-        if page not in self._soups:
-            self._soups[page] = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
-        return self._soups[page]
-
-    def pages(self) -> list[Path]:
-        """Book pages (not the theme's template snippets under _static/)."""
-        return sorted(p for p in self.html.rglob("*.html")
-                      if p.relative_to(self.html).parts[0] not in ("_static", "_sources", "_images"))
-
-
-def _jupyter_book() -> str:
-    exe = Path(sys.executable).with_name("jupyter-book")
-    return str(exe) if exe.is_file() else (shutil.which("jupyter-book") or "jupyter-book")
-
-
-_CACHE: dict[str, object] = {}  # one build and one round of page loads per process (all modules)
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Built:
-    reuse = os.environ.get("BATCHLAB_HTML_DIR")
-    if reuse:
-        html = Path(reuse).resolve()
-        if not (html / "index.html").is_file():
-            pytest.fail(f"BATCHLAB_HTML_DIR={reuse} holds no built book (no index.html)")
-        return Built(html, None, None, None)
-    if "built" in _CACHE:
-        return _CACHE["built"]
-    out = tmp_path_factory.mktemp("book")
-    cmd = [_jupyter_book(), "build", str(ROOT), "--path-output", str(out), "-W"]
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
-                          cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    seconds = time.monotonic() - t0
-    log = proc.stdout + proc.stderr
-    if proc.returncode != 0:
-        pytest.fail(f"book build failed (rc={proc.returncode}): {' '.join(cmd)}\n{log[-6000:]}")
-    html = out / "_build" / "html"
-    # the second step of scripts/build-book.sh: the book's PDF, into the built site
-    pdf = subprocess.run([sys.executable, "-m", "booktools.pdf", "--html", str(html)], capture_output=True,
-                         text=True, timeout=BUILD_TIMEOUT_S, cwd=ROOT)
-    if pdf.returncode != 0:
-        pytest.fail(f"python -m booktools.pdf failed (rc={pdf.returncode}):\n{(pdf.stdout + pdf.stderr)[-6000:]}")
-    _CACHE["built"] = Built(html, log, proc.returncode, seconds)
-    return _CACHE["built"]
-
-
-def _local_target(page: Path, url: str, html_root: Path) -> Path | None:
-    """File a relative URL on `page` points to (None for anchors/data:/mailto: ...)."""
-    parts = urlsplit(url)
-    if parts.scheme or parts.netloc or not parts.path:
-        return None
-    return (page.parent / unquote(parts.path)).resolve()
 
 
 # --------------------------------------------------------------------------- tests
@@ -168,7 +80,7 @@ def test_chapter_page_has_chinese_text_and_figures(built, doc):
     images = [img.get("src", "") for img in article.find_all("img")]
     ok = []
     for src in images:
-        target = _local_target(built.page(doc), src, built.html)
+        target = local_target(built.page(doc), src, built.html)
         if target and target.is_file() and (built.html / "_images") in target.parents:
             ok.append(src)
     assert ok, f"{doc}.html: no <img> pointing at an existing file under _images/ (srcs: {images})"
@@ -258,7 +170,7 @@ def test_local_assets_resolve(built):
                  if set(l.get("rel") or []) & {"stylesheet", "preload", "icon"}]
         refs += [i.get("src") for i in soup.find_all("img", src=True)]
         for url in refs:
-            target = _local_target(page, url, built.html)
+            target = local_target(page, url, built.html)
             if target is not None and not target.is_file():
                 broken.append(f"{page.relative_to(built.html)}: {url}")
     assert not broken, "missing files:\n" + "\n".join(broken)
@@ -352,41 +264,14 @@ def test_chinese_ui(built):
 
 # --------------------------------------------------------------------------- in the browser
 # Every toc page in headless Chromium (booktools.render_check: Playwright on Debian's Chromium,
-# every non-file:// request aborted and recorded). Screenshots land where CI and readers find them.
-SCREENSHOTS = ROOT / "_build" / "screenshots"
+# every non-file:// request aborted and recorded): tests/conftest.py's `rendered`, screenshots in
+# _build/screenshots/ where CI and readers find them.
+
 # (term a reader types, chapter it must find): each occurs in some pages only, so the result list
 # shows that the search filters. 噪声 is in jieba's dictionary; 屋顶线 (roofline) is a term of art
 # that is not, and so is found only if the index holds it as a word (a jieba user dictionary).
 SEARCH_CASES = [("噪声", "book/4.2-convergence"), ("屋顶线", "book/4.4-efficiency")]
 FONT_DIRS_WITHOUT_CJK = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/liberation")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if chromium.find_chromium() is None:
-        pytest.fail(f"需要 Chromium（apt-get install chromium；默认位置 {chromium.DEFAULT_CHROMIUM}）")
-    with chromium.launch() as b:
-        yield b
-
-
-WIDTHS = list(layout.VIEWPORTS)  # "1280" (1280×800) and "390" (390×844, a phone)
-
-
-def screenshot_path(doc: str, width: str) -> Path:
-    return SCREENSHOTS / f"{doc}-{width}.png"
-
-
-@pytest.fixture(scope="module")
-def rendered(built, browser) -> dict:
-    """Each toc page loaded once per width (layout.VIEWPORTS), offline, measured (render_check and its
-    layout report) and screenshot to _build/screenshots/<page>-<width>.png: {(doc, width): report}.
-    Loaded once per process and shared with tests/test_page_*.py."""
-    key = ("rendered", str(built.html))
-    if key not in _CACHE:
-        _CACHE[key] = {(doc, w): render_check.check_page(browser, built.page(doc), screenshot_path(doc, w),
-                                                         viewport=layout.VIEWPORTS[w])
-                       for doc in PAGES for w in WIDTHS}
-    return _CACHE[key]
 
 
 @pytest.mark.parametrize("width", WIDTHS)

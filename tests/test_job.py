@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ from batchlab.formulas.presets import get_config
 from batchlab.formulas.roofline import DEVICE_PRESETS, roofline_curve
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
+from booktools import ROOT
 
 CASE = CASE_STUDY.job
 CASE_STUDY_TUNED_JOB = replace(CASE, micro_batch_size=4)
@@ -157,7 +157,7 @@ def test_tune_suggests_as_before_when_nothing_fits(gib, suggestion, change):
     assert (result["recommended"], result["suggestion"], result["suggested_change"]) == (None, suggestion, change)
 
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "batchlab"
+SRC = ROOT / "src" / "batchlab"
 
 
 def _files_saying(text: str) -> list[str]:
@@ -187,7 +187,7 @@ def test_a_device_curve_is_one_call():
         assert (curve.rows, curve.flops_per_second) == (by_hand.rows, by_hand.flops_per_second)
     assert npu.curve(XL, "low").name == "Ascend 910B 屋顶线（低端）"
     import nbformat
-    book = Path(__file__).resolve().parents[1] / "book"
+    book = ROOT / "book"
     by_hand = [nb.name for nb in sorted(book.glob("*.ipynb"))
                if any("roofline_curve(" in c.source for c in nbformat.read(nb, as_version=4).cells)]
     assert by_hand == []  # the chapters call the preset, not the formula with its figures retyped

@@ -31,7 +31,6 @@ from batchlab.page.noise import NoiseExplorer
 from batchlab.page.spec import LIVE_CLASS
 from batchlab.page.tradeoff import TradeoffExplorer
 from booktools import browser as chromium, live, live_page, render_check
-from tests.test_html import built  # noqa: F401  (the shared build fixture)
 
 LIVE_PAGES = ["book/4.1-definition", "book/4.2-convergence", "book/4.3-memory", "book/4.4-efficiency",
               "book/4.5-case-study"]
@@ -234,7 +233,7 @@ def _move_for(name, context, values, control) -> tuple[object, dict]:
 
 
 @pytest.fixture(scope="module")
-def served(built):  # noqa: F811
+def served(built):
     with chromium.launch(loopback=True) as b, chromium.serve(built.html) as origin:
         yield b, origin
 
@@ -294,7 +293,7 @@ def test_a_page_without_an_explorer_loads_no_pyodide(served, doc):
 
 
 @pytest.mark.slow
-def test_a_page_opened_as_a_file_says_how_to_serve_it(built, served):  # noqa: F811
+def test_a_page_opened_as_a_file_says_how_to_serve_it(built, served):
     b, _origin = served
     blocked: list[str] = []
     context = chromium.offline_context(b, blocked)  # file:// only

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -18,8 +17,8 @@ from batchlab.formulas.tune import runnable_micro_batch_sizes
 from batchlab.formulas.presets import get_config
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.measure.npu_smi import parse_npu_smi, sample_text
+from booktools import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "book" / "4.3-memory.ipynb"
 CASE = CASE_STUDY.job
 

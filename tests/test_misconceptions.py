@@ -6,7 +6,6 @@ import shlex
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -27,6 +26,7 @@ from batchlab.measure.data import make_corpus
 from batchlab.measure.model import GPT
 from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local
 from batchlab.measure.train import train
+from booktools import ROOT
 
 PICO = get_config("pico")
 
@@ -203,7 +203,7 @@ def test_both_changes_of_the_case_move_more_than_memory():
 
 
 # ── the tuning checklist (速查表) of chapter 4.6 ─────────────────────────────────────────────────
-CHAPTER = Path(__file__).resolve().parents[1] / "book" / "4.6-misconceptions.ipynb"
+CHAPTER = ROOT / "book" / "4.6-misconceptions.ipynb"
 
 
 def checklist_commands() -> list[str]:

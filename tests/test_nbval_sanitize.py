@@ -19,9 +19,10 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 from nbval.plugin import IPyNbCell, IPyNbFile, get_sanitize_patterns
 
 from batchlab.ui.tables import text_table
+from booktools import ROOT
 from conftest import ROUND_MARK, round_floats
 
-SANITIZE = Path(__file__).resolve().parent / "nbval-sanitize.cfg"
+SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
 HEADERS = ["做法", "损失"]
 
 

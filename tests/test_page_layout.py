@@ -1,5 +1,5 @@
 """The page a reader meets, measured in Chromium on the built book at 1280×800 and 390×844
-(booktools.layout through render_check, on the pages tests/test_html.py loads once per process):
+(booktools.layout through render_check, on the pages tests/conftest.py loads once per process):
 nothing in the main content sticks out sideways unless it sits in a box meant to scroll, no table
 cell is narrower than 3 em (the glossary's term column used to stack one character per line), every
 displayed equation fits or scrolls, and a code cell holds an 88-character line at 1280 px.
@@ -21,8 +21,9 @@ import pytest
 
 from batchlab.ui import style
 from booktools import layout, render_check
-from test_figures_legible import SMALLEST_FONT_PT
-from test_html import CHAPTERS, PAGES, WIDTHS, browser, built, rendered  # noqa: F401  (shared fixtures)
+from tests.book_pages import CHAPTERS, PAGES, WIDTHS
+from tests.test_cell_length import MAX_WIDTH as CODE_COLUMNS  # the book's code line length
+from tests.test_figures_legible import SMALLEST_FONT_PT
 
 pytestmark = pytest.mark.slow
 
@@ -74,8 +75,8 @@ def test_figure_points_from_the_displayed_width():
 def test_code_cells_hold_88_characters_at_1280(rendered):
     measured = {doc: rendered[doc, "1280"].layout.code_columns for doc in PAGES}
     assert any(v is not None for v in measured.values()), "没有任何页面有代码框，检查没有被执行"
-    short = {doc: v for doc, v in measured.items() if v is not None and v < layout.CODE_COLUMNS}
-    assert not short, f"1280 px 宽时代码框一行放不下 {layout.CODE_COLUMNS} 个字符：{short}"
+    short = {doc: v for doc, v in measured.items() if v is not None and v < CODE_COLUMNS}
+    assert not short, f"1280 px 宽时代码框一行放不下 {CODE_COLUMNS} 个字符：{short}"
 
 
 def test_glossary_tables_are_measured(rendered):

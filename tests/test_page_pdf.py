@@ -1,4 +1,4 @@
-"""The book's PDF: made by the build (scripts/build-book.sh, and the same step in tests/test_html.py's
+"""The book's PDF: made by the build (scripts/build-book.sh, and the same step in tests/conftest.py's
 build), written into the built site, one bookmark per toc page in toc order, the Chinese font's glyphs
 inside the file, and linked from the preface. Reads the PDF with booktools.pdf (no PDF library).
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from booktools import ROOT, pdf
-from test_html import PAGES, _local_target, built  # noqa: F401  (shared fixture)
+from tests.book_pages import PAGES, local_target
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ def test_preface_links_to_the_pdf(built):
     page = built.page(PAGES[0])
     hrefs = [a["href"] for a in built.soup(PAGES[0]).find_all("a", href=True) if a["href"].endswith(".pdf")]
     assert hrefs, "前言里没有 PDF 的链接"
-    targets = {_local_target(page, h, built.html) for h in hrefs}
+    targets = {local_target(page, h, built.html) for h in hrefs}
     assert targets == {(built.html / pdf.PDF_NAME).resolve()}, targets
 
 

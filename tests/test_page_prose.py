@@ -11,7 +11,7 @@ import pytest
 from docutils import nodes
 
 from booktools.sphinxext import TableColumns, join_cjk
-from test_html import PAGES, WIDTHS, browser, built, rendered  # noqa: F401  (shared fixtures)
+from tests.book_pages import PAGES, WIDTHS
 
 
 @pytest.mark.slow

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from booktools import ROOT
 from booktools.toc import resolve_entry, toc_entries
 
-ROOT = Path(__file__).resolve().parents[1]
 SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
 CAPABILITIES = ("default", "avx2", "avx512")
 FAILED = re.compile(r"^FAILED (\S+::Cell \d+)", re.MULTILINE)

@@ -9,7 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
+from booktools import ROOT
+
+BOOK = ROOT / "book"
 REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\{['\"\d]|\['|\[\d+(?:\.\d+)?(?:, \d+(?:\.\d+)?){2,}\]"
                   r"|/proc/|object at 0x|\b0\.0000\d")
 

@@ -11,7 +11,8 @@ import re
 from pybtex.database import parse_file
 
 from booktools import ROOT
-from booktools.toc import toc_entries, toc_markdown
+from booktools.toc import toc_entries
+from tests.book_pages import toc_markdown
 
 BIB = ROOT / "references.bib"
 REFERENCES_PAGE = "book/references"

@@ -16,6 +16,7 @@ from batchlab.formulas.roofline import (DEVICE_PRESETS, ROOFLINE_ROWS, RateCurve
                                         roofline_curve, roofline_flops)
 from batchlab.formulas.throughput import model_step
 from batchlab.formulas.tune import tune
+from booktools import ROOT
 
 XL = get_config("gpt2-xl")
 NPU = DEVICE_PRESETS["ascend-910b"]
@@ -241,8 +242,6 @@ def test_plan_and_tune_report_the_device_figures_they_assume(capsys):
 
 def test_the_readme_shows_the_device_figures_tune_reports(capsys):
     """README.md quotes `tune --json`'s device block for the case: it must be what the command prints."""
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split("`tune --json` says:", 1)[1].split("```json", 1)[1].split("```", 1)[0]
     assert json.loads("{" + block + "}")["device"] == run_json(TUNE + ["--json"], capsys)["device"]

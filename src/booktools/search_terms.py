@@ -22,8 +22,6 @@ FREQUENCY = 1000
 
 AVOID = "不用的说法"
 """The glossary section listing wordings the book does not use: not terms, so not in the dictionary."""
-VERDICTS = "结论用语"
-"""The glossary section of verdict words (two columns: word, meaning); the words are search terms too."""
 
 
 def glossary_tables(text: str) -> dict[str, list[list[str]]]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import yaml
 
 from booktools import ROOT
@@ -40,16 +39,3 @@ def resolve_entry(entry: str) -> list[Path]:
         return [p] if p.is_file() else []
     # not with_suffix(): "4.1-definition" has the "suffix" ".1-definition"
     return [c for c in (Path(f"{p}.ipynb"), Path(f"{p}.md")) if c.is_file()]
-
-
-def toc_markdown() -> dict[str, str]:
-    """The prose of every page the toc lists, by entry: .md files whole, notebooks' markdown cells joined."""
-    pages = {}
-    for entry in toc_entries():
-        for path in resolve_entry(entry)[:1]:
-            if path.suffix == ".ipynb":
-                nb = nbformat.read(path, as_version=4)
-                pages[entry] = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-            else:
-                pages[entry] = path.read_text(encoding="utf-8")
-    return pages

@@ -14,10 +14,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["CJK_FONTS", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "PHONE_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "setup",
+__all__ = ["CJK_FONTS", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "setup",
            "prepare_colab",
-           "find_cjk_font", "new_axes", "clear_artists", "canvas_png", "show_png",
-           "drawn_text_sizes", "displayed_scale", "min_text_points"]
+           "find_cjk_font", "new_axes", "clear_artists", "canvas_png", "show_png"]
 
 # Noto Sans CJK SC first (Debian fonts-noto-cjk, Binder's apt.txt); JP is the same .ttc seen by older
 # matplotlib, which read only face 0; the rest are what Windows/macOS readers already have.
@@ -36,8 +35,6 @@ DPI = 110
 COLUMN_PX = 760
 """The narrowest content column, in CSS pixels, the book is laid out for on a desk (a wider image is
 scaled down to it)."""
-PHONE_PX = 358
-"""The content column on a 390 px phone, in CSS pixels."""
 MIN_TEXT_PT = 8.0
 """The smallest text a figure may show, in points at its displayed size in :data:`COLUMN_PX`."""
 FIGURE_WIDTH = COLUMN_PX / DPI - 0.01
@@ -150,49 +147,3 @@ def show_png(output, png: bytes) -> None:
     with output:
         clear_output(wait=True)
         display(Image(data=png, format="png"))
-
-
-def drawn_text_sizes(fig: "Figure") -> list[tuple[str, float]]:
-    """Every text ``fig`` draws (titles, labels, tick labels, legends, annotations), as (text, size in
-    points at the figure's own size): the figure is drawn once on its Agg canvas and each text the
-    renderer receives is recorded, so hidden and off-axes texts do not count."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    if not isinstance(fig.canvas, FigureCanvasAgg):
-        FigureCanvasAgg(fig)
-    renderer = fig.canvas.get_renderer()
-    seen: list[tuple[str, float]] = []
-    original = renderer.draw_text
-
-    def record(gc, x, y, s, prop, angle, ismath=False, mtext=None):  # noqa: ANN001 - matplotlib's signature
-        if str(s).strip():
-            seen.append((str(s), prop.get_size_in_points()))
-        return original(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
-
-    renderer.draw_text = record
-    try:
-        fig.draw(renderer)
-    finally:
-        del renderer.draw_text  # the instance attribute: the class method is back
-    return seen
-
-
-def displayed_scale(fig: "Figure", column_px: float = COLUMN_PX, tight: bool = False) -> float:
-    """How many displayed points one point of ``fig`` becomes in a content column ``column_px`` CSS
-    pixels wide: the PNG is ``width × dpi`` pixels, shown at that many CSS pixels (1/96 inch) or scaled
-    down to the column. ``tight``: the PNG is cut to the drawn area plus 0.1 inch, as Jupyter's inline
-    backend saves a pyplot figure (explorers show the whole canvas)."""
-    width_in = fig.get_figwidth()
-    if tight:
-        width_in = fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * 0.1
-    shown_px = min(width_in * fig.dpi, column_px)
-    return (shown_px / 96) / width_in
-
-
-def min_text_points(fig: "Figure", column_px: float = COLUMN_PX, tight: bool = False) -> float:
-    """The smallest text ``fig`` draws, in points at the size the page shows it in a ``column_px``
-    column (see :func:`displayed_scale`); the book's rule is ≥ :data:`MIN_TEXT_PT` at :data:`COLUMN_PX`."""
-    sizes = [size for _, size in drawn_text_sizes(fig)]
-    if not sizes:
-        raise ValueError("the figure draws no text")
-    return min(sizes) * displayed_scale(fig, column_px, tight)
