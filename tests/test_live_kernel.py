@@ -40,6 +40,7 @@ pytestmark = pytest.mark.slow
 
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 JUPYTER_LAB = ROOT / ".venv" / "bin" / "jupyter-lab"
+JS = ROOT / "tests" / "js"  # the scripts this test runs in JupyterLab's page
 CHAPTER = "book/4.3-memory.ipynb"  # the memory explorer: the richest widget (dropdowns, sliders, figure, summary)
 # The controls moved, by their names in the memory explorer's controls (the page is searched for their labels).
 # Sequence length one step down is valid from the default (1024) on; a micro-batch step is not (3 does
@@ -189,25 +190,11 @@ def test_memory_explorer_answers_its_controls(lab: dict, browser_page: tuple) ->
         labels = {name: control.description for name, control in ExplorerWidget(MemoryExplorer()).controls.items()}
     started = time.monotonic()
     page.goto(f"{lab['url']}/lab/tree/{CHAPTER}?token={lab['token']}")
-    page.wait_for_function(
-        """(path) => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-                       return !!(w && w.context && w.context.path === path && w.sessionContext); }""",
-        arg=CHAPTER, timeout=RUN_ALL_S * 1000)
+    page.wait_for_function(chromium.script("lab_notebook_open", JS), arg=CHAPTER, timeout=RUN_ALL_S * 1000)
     loaded = time.monotonic()
-    # Resolves when every cell has run (false if one failed), or with "timeout": page.evaluate has none.
-    ran_ok = page.evaluate(
-        """async (ms) => { const app = window.jupyterapp, w = app.shell.currentWidget;
-                           await w.context.ready; await w.sessionContext.ready;
-                           return await Promise.race([app.commands.execute('notebook:run-all-cells'),
-                                                      new Promise(done => setTimeout(() => done('timeout'), ms))]); }""",
-        RUN_ALL_S * 1000)
-    errors = page.evaluate(
-        """() => { const errors = [];
-                   for (const cell of window.jupyterapp.shell.currentWidget.content.model.cells) {
-                     if (cell.type !== 'code') continue;
-                     for (const out of cell.toJSON().outputs || [])
-                       if (out.output_type === 'error') errors.push(`${out.ename}: ${out.evalue}`);
-                   } return errors; }""")
+    # true when every cell has run (false if one failed), or "timeout": page.evaluate has no limit
+    ran_ok = page.evaluate(chromium.script("lab_run_all", JS), RUN_ALL_S * 1000)
+    errors = page.evaluate(chromium.script("lab_cell_errors", JS))
     ran = time.monotonic()
     assert not errors, f"单元格报错：{errors}"
     assert ran_ok is True, f"notebook:run-all-cells 没有成功跑完（{ran_ok}，限时 {RUN_ALL_S} s）"

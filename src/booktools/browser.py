@@ -10,6 +10,7 @@ The HTML tests (tests/test_html.py, tests/test_live_kernel.py) use `launch()` fr
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 import shutil
@@ -34,6 +35,16 @@ CHROMIUM_ARGS = [
 OFFLINE_ARGS = ["--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
 VIEWPORT = {"width": 1280, "height": 900}
 LOCAL_SCHEMES = ("file:", "data:", "blob:")
+JS = Path(__file__).with_name("js")
+"""The JavaScript the tools run in a page: one function expression per file, src/booktools/js/<name>.js."""
+
+
+@functools.cache
+def script(name: str, folder: Path = JS) -> str:
+    """The JavaScript of ``<folder>/<name>.js`` (default :data:`JS`), to hand to Playwright's
+    ``evaluate``/``wait_for_function``: each file holds one function expression, which Playwright calls
+    with the argument it is given (tests/test_js.py compiles every file)."""
+    return (Path(folder) / f"{name}.js").read_text(encoding="utf-8")
 
 
 def find_chromium(explicit: str | None = None) -> str | None:
@@ -140,23 +151,6 @@ def served_context(browser, origin: str, requested: list[str] | None = None, vie
 
 # ----------------------------------------------------------------------------- Chinese glyphs
 TOFU_PROBES = "\ue000\ue001"  # private-use code points: no font has them, so both draw as .notdef
-_GLYPH_JS = """
-([chars, family]) => {
-  const box = document.createElement('div');
-  box.id = 'cjk-glyph-probe';
-  box.style.cssText = 'position:fixed;left:0;top:0;z-index:2147483647;background:#fff;color:#000;' +
-                      'padding:8px;display:flex;gap:8px;font-size:48px;line-height:1';
-  box.style.fontFamily = family || getComputedStyle(document.body).fontFamily;
-  for (const ch of chars) {
-    const cell = document.createElement('span');
-    cell.textContent = ch;
-    cell.style.cssText = 'display:inline-block;width:64px;height:64px;text-align:center';
-    box.appendChild(cell);
-  }
-  document.body.appendChild(box);
-  return box.style.fontFamily;
-}
-"""
 
 
 def cjk_glyphs(browser, page: str | Path, chars: str, family: str | None = None) -> dict:
@@ -174,7 +168,7 @@ def cjk_glyphs(browser, page: str | Path, chars: str, family: str | None = None)
     try:
         tab = context.new_page()
         tab.goto(Path(page).resolve().as_uri(), wait_until="load")
-        used = tab.evaluate(_GLYPH_JS, [chars + TOFU_PROBES, family])
+        used = tab.evaluate(script("glyph_probe"), [chars + TOFU_PROBES, family])
         tab.evaluate("document.fonts.ready")
         cells = tab.locator("#cjk-glyph-probe > span")
         crops = [Image.open(io.BytesIO(cells.nth(i).screenshot())).convert("L")
@@ -212,10 +206,7 @@ def search_results(browser, search_page: str | Path, term: str, timeout_ms: int 
         # searchtools.js writes a summary paragraph once the query has run
         tab.wait_for_selector("#search-results p.search-summary, #search-results .search-summary",
                               timeout=timeout_ms)
-        tab.wait_for_function(
-            "() => !document.querySelector('#search-results h2') || "
-            "!/正在搜索|Searching/.test(document.querySelector('#search-results h2').textContent)",
-            timeout=timeout_ms)
+        tab.wait_for_function(script("search_done"), timeout=timeout_ms)
         return tab.eval_on_selector_all("#search-results ul.search li > a", "as => as.map(a => a.href)")
     finally:
         context.close()

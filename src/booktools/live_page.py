@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from booktools.browser import script
+
 READY_TIMEOUT_MS = 120_000
 UPDATE_TIMEOUT_MS = 20_000
 
@@ -28,10 +30,7 @@ def make_live(tab, index: int) -> float:
     live, as the page measured it)."""
     status = tab.locator(".bl-live-status").nth(index)
     status.scroll_into_view_if_needed()
-    tab.wait_for_function(
-        "i => { const b = document.querySelectorAll('.bl-live')[i]; "
-        "return b && (b.dataset.state === 'ready' || b.dataset.state === 'failed'); }",
-        arg=index, timeout=READY_TIMEOUT_MS)
+    tab.wait_for_function(script("live_settled"), arg=index, timeout=READY_TIMEOUT_MS)
     box = _box(tab, index)
     if box.get_attribute("data-state") != "ready":
         raise AssertionError(f"explorer {index} failed to start: {status.inner_text()}")
@@ -41,13 +40,7 @@ def make_live(tab, index: int) -> float:
 def read(tab, index: int) -> dict:
     """What explorer ``index`` shows: its summary as text, its chart's SVG, how many updates it ran, the
     last update's duration (ms) and each control's value as the page shows it."""
-    return _box(tab, index).evaluate(
-        """b => ({
-            summary: b.querySelector('.bl-live-summary').textContent,
-            chart: (b.querySelector('.bl-live-chart svg') || {outerHTML: ''}).outerHTML,
-            updates: +(b.dataset.updates || 0),
-            update_ms: +(b.dataset.updateMs || 0),
-        })""")
+    return _box(tab, index).evaluate(script("live_read"))
 
 
 def set_control(tab, index: int, control: dict, value) -> None:
@@ -64,13 +57,10 @@ def set_control(tab, index: int, control: dict, value) -> None:
     elif kind in ("slider", "steps", "log"):
         position = {"slider": lambda: value, "log": lambda: math.log10(value),
                     "steps": lambda: [v for _, v in control["options"]].index(value)}[kind]()
-        row.locator("input").evaluate("(el, v) => { el.value = v; el.dispatchEvent(new Event('change')); }",
-                                      position)
+        row.locator("input").evaluate(script("set_range"), position)
     elif kind == "choice":
         row.locator("select").select_option(str([v for _, v in control["options"]].index(value)))
     else:
         label = next(label for label, v in control["options"] if v == value)
         row.get_by_role("radio", name=label, exact=True).click()
-    tab.wait_for_function(
-        "([i, n]) => +(document.querySelectorAll('.bl-live')[i].dataset.updates || 0) > n",
-        arg=[index, before], timeout=UPDATE_TIMEOUT_MS)
+    tab.wait_for_function(script("live_updated"), arg=[index, before], timeout=UPDATE_TIMEOUT_MS)

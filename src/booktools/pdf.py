@@ -4,7 +4,7 @@
 
 scripts/build-book.sh runs it after the HTML build. Each page the toc lists is opened in the
 project's headless Chromium (`booktools.browser`, network off), left to typeset its formulas and draw
-its widgets' default state (the wait of `booktools.render_check`), and printed with Playwright's
+its widgets' default state (js/await_render.js, the wait of `booktools.render_check`), and printed with Playwright's
 `page.pdf` (A4, print styles from book/_static/page.css). Chromium embeds the subset of every font it
 draws with, so the Chinese text carries its Noto Sans CJK glyphs (fonts-noto-cjk, which
 scripts/setup-env.sh installs). The per-page PDFs are then joined in toc order by `merge()`, a small
@@ -13,7 +13,8 @@ book needs no PDF library: one bookmark per page (its title, with the page's own
 links between pages turned into jumps inside the PDF, anchors kept per page.
 
 The result lands in the built site (`_build/html/batch-size-book.pdf`); the preface links to it.
-`outline_titles()` and `page_count()` read a joined PDF back (the tests use them).
+`outline_titles()` and `page_count()` read a joined PDF back (the tests use them); the build
+fails if `embedded_fonts()` finds no CJK font in it (the Chinese text would print without its glyphs).
 """
 from __future__ import annotations
 
@@ -45,8 +46,7 @@ def docnames() -> list[str]:
 # ----------------------------------------------------------------------------- printing
 def print_pages(html: Path, docs: list[str], timeout_ms: int = 30_000) -> list[tuple[str, str, bytes]]:
     """(docname, title, PDF bytes) of each built page, printed by headless Chromium."""
-    from booktools.browser import launch, offline_context
-    from booktools.render_check import _MEASURE_JS
+    from booktools.browser import launch, offline_context, script
     from booktools.toc import WIDGET_STATE, WIDGET_VIEW
 
     out = []
@@ -59,10 +59,9 @@ def print_pages(html: Path, docs: list[str], timeout_ms: int = 30_000) -> list[t
             try:
                 tab = context.new_page()
                 tab.goto(page.as_uri(), wait_until="load", timeout=timeout_ms)
-                tab.evaluate(_MEASURE_JS, [WIDGET_VIEW, WIDGET_STATE, timeout_ms])  # waits for math, widgets
+                tab.evaluate(script("await_render"), [WIDGET_VIEW, WIDGET_STATE, timeout_ms])  # waits for math, widgets
                 tab.emulate_media(media="print")
-                title = tab.evaluate("() => { const h = document.querySelector('article h1');"
-                                     " return (h ? h.innerText : document.title).replace(/[#¶]\\s*$/, '').trim(); }")
+                title = tab.evaluate(script("page_title"))
                 out.append((doc, title, tab.pdf(outline=True, tagged=False, **PAGE_OPTIONS)))
             finally:
                 context.close()
@@ -304,7 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"booktools.pdf: {exc}", file=sys.stderr)
         return 2
-    print(f"pdf: {out} ({pages} pages, {out.stat().st_size / 2**20:.1f} MiB, {seconds:.0f} s)")
+    fonts = embedded_fonts(out.read_bytes())
+    if not any("CJK" in f for f in fonts):  # Chinese drawn in no CJK font: boxes, or glyphs the file lacks
+        print(f"booktools.pdf: {out} 没有内嵌中文字体（只有 {fonts}）：请安装 fonts-noto-cjk（scripts/setup-env.sh）",
+              file=sys.stderr)
+        return 1
+    print(f"pdf: {out} ({pages} pages, {out.stat().st_size / 2**20:.1f} MiB, {seconds:.0f} s; "
+          f"fonts: {', '.join(fonts)})")
     return 0
 
 

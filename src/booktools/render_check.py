@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from booktools import layout
-from booktools.browser import DEFAULT_CHROMIUM, LOCAL_SCHEMES, VIEWPORT, launch, offline_context
+from booktools.browser import DEFAULT_CHROMIUM, LOCAL_SCHEMES, VIEWPORT, launch, offline_context, script
 from booktools.toc import WIDGET_STATE, WIDGET_VIEW
 
 # Console/page errors that are understood and do not change what a reader sees.  Each entry is
@@ -126,60 +126,6 @@ def _expected_widgets(state: dict, model_id: str) -> tuple[int, int, bool]:
     return views, images, text
 
 
-# Runs in the page once it has loaded: waits for MathJax and the widget manager, then measures.
-_MEASURE_JS = r"""
-async ([viewType, stateType, timeoutMs]) => {
-  const deadline = performance.now() + timeoutMs;
-  const sleep = ms => new Promise(r => setTimeout(r, ms));
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-    await Promise.race([MathJax.startup.promise, sleep(timeoutMs)]);
-  }
-  const views = [...document.querySelectorAll(`script[type="${viewType}"]`)];
-  const area = s => s.previousElementSibling && s.previousElementSibling.classList.contains('widget-subarea')
-                    ? s.previousElementSibling : null;
-  // the HTML manager inserts a .widget-subarea before each view script and renders into it
-  while (performance.now() < deadline &&
-         views.some(s => !area(s) || !area(s).querySelector('.lm-Widget'))) {
-    await sleep(50);
-  }
-  await Promise.all([...document.images].map(img => img.complete ? null :
-      new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); })));
-  await document.fonts.ready;
-  const isFa5 = el => [null, '::before', '::after'].some(p => {
-    const cs = getComputedStyle(el, p);
-    return /Font Awesome 5/.test(cs.fontFamily) &&
-           (p === null ? el.textContent.trim() !== '' : !['none', 'normal'].includes(cs.content));
-  });
-  const state = document.querySelector(`script[type="${stateType}"]`);
-  return {
-    views: views.map(s => {
-      const a = area(s);
-      return {
-        model_id: JSON.parse(s.textContent).model_id,
-        // every widget view is a Lumino widget; an Output widget's own output area is one too
-        views: a ? [...a.querySelectorAll('.lm-Widget')].filter(e => !e.parentElement.closest('.widget-output')).length : 0,
-        errors: a ? (a.textContent.match(/Error displaying widget/g) || []).length : 0,
-        images: a ? [...a.querySelectorAll('img')].filter(i => i.complete && i.naturalWidth > 0).length : 0,
-        text: a ? [...a.querySelectorAll('.widget-output, .widget-html, .widget-label, .widget-htmlmath')]
-                   .some(e => e.innerText.trim() !== '') : false,
-        // LaTeX left as source in labels, HTML and buttons (ipywidgets typesets them through
-        // MathJax.Hub.Queue, which book/_js/mathjax2-hub.js forwards to MathJax 3)
-        raw_latex: a ? [...a.querySelectorAll('.widget-label, .widget-html, .widget-htmlmath, button')]
-                   .map(e => e.innerText).filter(t => /\$[^$\n]+\$|\\\(|\\\[/.test(t)) : [],
-      };
-    }),
-    state: state ? JSON.parse(state.textContent).state : {},
-    images: [...document.images].map(i => [i.currentSrc || i.src, i.complete && i.naturalWidth > 0]),
-    math: document.querySelectorAll('.math').length,
-    math_unrendered: [...document.querySelectorAll('.math')].filter(m => !m.querySelector('mjx-container')).length,
-    mathjax: document.querySelectorAll('mjx-container').length,
-    mathjax_errors: document.querySelectorAll('mjx-merror').length,
-    fa5: [...document.querySelectorAll('body *')].filter(isFa5).length,
-  };
-}
-"""
-
-
 def is_noise(message: str) -> bool:
     """Does ``message`` match KNOWN_NOISE (a known, explained error that is not the page's fault)?"""
     return any(rx.search(message) for rx, _why in KNOWN_NOISE)
@@ -226,7 +172,7 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
         tab.on("requestfailed", on_failed)
         tab.on("pageerror", on_pageerror)
         tab.goto(url, wait_until="load", timeout=timeout_ms)
-        m = tab.evaluate(_MEASURE_JS, [WIDGET_VIEW, WIDGET_STATE, timeout_ms])
+        m = tab.evaluate(script("await_render"), [WIDGET_VIEW, WIDGET_STATE, timeout_ms])
         rep.missing = missing_urls
         rep.images = len(m["images"])
         rep.broken_images = [src for src, ok in m["images"] if not ok]
