@@ -7,6 +7,7 @@ from batchlab.formulas.roofline import DEVICE_PRESETS
 from batchlab.formulas.throughput import mfu, model_flops_per_token
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY, CaseConfig
+from batchlab.page.numbers import flops_rate
 from batchlab.ui.exercises.base import Exercise, nearest_choice
 
 __all__ = ["EXERCISES", "LAB_CASE"]
@@ -45,7 +46,7 @@ EXERCISES: dict[str, Exercise] = {
         decimals=1,
     ),
     "4.5-3": Exercise(
-        f"这个作业在 16 张卡上跑出 20000 tokens/s。若每张卡峰值 {_PEAK / 1e12:.0f} TFLOP/s，模型算力利用率（MFU）是百分之几？"
+        f"这个作业在 16 张卡上跑出 20000 tokens/s。若每张卡峰值 {flops_rate(_PEAK)}，模型算力利用率（MFU）是百分之几？"
         "（填百分数的数值，保留一位小数）",
         _lab_mfu_percent,
         "MFU = tokens/s × 每 token FLOPs / (卡数 × 每卡峰值)。",
@@ -60,7 +61,7 @@ EXERCISES: dict[str, Exercise] = {
     ),
     "4.5-5": Exercise(
         f"原文案例报告 {CASE_STUDY.reported['tokens_per_second']:.0f} tokens/s 时“NPU 利用率 "
-        f"{CASE_STUDY.reported['npu_utilization']:.0%}”。由吞吐推出的模型算力利用率（峰值取 {_PEAK / 1e12:.0f} TFLOP/s）大约是多少？",
+        f"{CASE_STUDY.reported['npu_utilization']:.0%}”。由吞吐推出的模型算力利用率（峰值取 {flops_rate(_PEAK)}）大约是多少？",
         lambda: nearest_choice(mfu(CASE_STUDY.reported["tokens_per_second"], CASE_STUDY.job, _PEAK),
                                {"A": 0.42, "B": 0.15, "C": 0.016}),
         "每 token 约 10¹⁰ 次浮点运算；乘以 tokens/s，再除以 8 张卡的峰值之和。",
