@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 
 import batchlab
+from booktools import ROOT
 
 PACKAGE = Path(batchlab.__file__).parent
-ROOT = PACKAGE.parents[1]
 NO_TORCH = {"torch", "numpy", "matplotlib", "ipywidgets", "IPython", "PIL", "psutil"}
 # folder → (batchlab folders it may import, external packages it may not)
 RULES: dict[str, tuple[set[str], set[str]]] = {
