@@ -140,24 +140,68 @@ def test_bad_memory_flags_exit_2(args, reason):
 
 
 def test_pipeline_simulates_by_default(capsys):
-    out = run_json(["pipeline", "--schedule", "1f1b", "--stages", "4", "--micro-batches", "8", "--json"], capsys)
+    out = run_json(["pipeline", "--schedule", "1f1b", "--global-batch", "8", "--micro-batch", "1",
+                    "--pipeline-stages", "4", "--json"], capsys)
     assert out["run"] == "simulated" and out["bubble_fraction"] == pytest.approx(3 / 11)
     assert out["bubble_fraction_formula"] == 3 / 11 and out["peak_in_flight"] == [4, 3, 2, 1]
     assert out["step_time"] == (8 + 4 - 1) * 3  # m + p − 1 slots of forward 1 + backward 2
-    gpipe = run_json(["pipeline", "--schedule", "gpipe", "--stages", "4", "--micro-batches", "2", "--json"], capsys)
+    gpipe = run_json(["pipeline", "--schedule", "gpipe", "--global-batch", "2", "--micro-batch", "1",
+                      "--pipeline-stages", "4", "--json"], capsys)
     assert gpipe["peak_in_flight"] == [2, 2, 2, 2]
 
 
+def test_pipeline_takes_the_case_as_plan_does(capsys):
+    """The same command line, `plan` or `pipeline`: one job, the same micro-batch count and bubble."""
+    argv = CASE[1:-1] + ["--micro-batch", "2", "--json"]
+    plan, pipeline = run_json(["plan", *argv], capsys), run_json(["pipeline", *argv], capsys)
+    assert pipeline["num_microbatches"] == plan["num_microbatches"] == CASE_STUDY.job.num_microbatches
+    assert pipeline["bubble_fraction_formula"] == plan["bubble_fraction"] == CASE_STUDY.job.plan.bubble_fraction
+
+
+def test_plan_tune_and_pipeline_spell_the_job_flags_alike():
+    """Every command that takes a job names each job field with one flag, the same everywhere (issue 27);
+    the server launcher (torchrun) uses the same spellings for the fields it takes."""
+    from batchlab.apps.cli import build_parser
+    from batchlab.apps.job_commands import JOB_FLAGS
+    from batchlab.measure.pipeline_torchrun import _parser as torchrun_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+
+    def job_flags(parser):  # {flag: the attribute it sets}, for the flags of job fields
+        return {option: action.dest for action in parser._actions for option in action.option_strings
+                if option in JOB_FLAGS.values()}
+
+    plan = job_flags(commands["plan"])
+    assert set(plan) == set(JOB_FLAGS.values())
+    assert job_flags(commands["pipeline"]) == plan == job_flags(commands["tune"])
+    torchrun = job_flags(torchrun_parser())
+    assert {"--model", "--seq-len", "--global-batch", "--micro-batch", "--pipeline-stages", "--schedule"} <= set(torchrun)
+    assert all(plan[flag] == dest for flag, dest in torchrun.items())
+    old = {"--stages", "--micro-batches", "--micro-batch-size"}
+    for parser in (*commands.values(), torchrun_parser()):
+        assert not old & {o for action in parser._actions for o in action.option_strings}, parser.prog
+
+
 def test_pipeline_runs_locally(capsys):
-    out = run_json(["pipeline", "--stages", "2", "--micro-batches", "4", "--run", "local", "--d-model", "64",
-                    "--json"], capsys)
+    out = run_json(["pipeline", "--model", "tiny", "--n-layer", "2", "--d-model", "64", "--global-batch", "16",
+                    "--micro-batch", "4", "--pipeline-stages", "2", "--run", "local", "--json"], capsys)
     assert out["run"] == "local" and out["step_time_unit"] == "seconds" and out["step_time"] > 0
     assert out["peak_in_flight"] == [2, 1] and 0 < out["bubble_fraction"] < 1
+    assert (out["num_microbatches"], out["seq_len"], out["d_model"]) == (4, 64, 64)
+
+
+def test_pipeline_run_refuses_what_it_cannot_measure(capsys):
+    tiny = ["pipeline", "--model", "tiny", "--global-batch", "4", "--micro-batch", "2", "--pipeline-stages", "2",
+            "--run", "local"]
+    assert main([*tiny, "--dropout", "0.1"]) == 2
+    assert "dropout = 0.1：流水线实测要求 dropout = 0" in capsys.readouterr().err
+    assert main([*tiny, "--precision", "bf16-mixed"]) == 2
+    assert "precision = 'bf16-mixed'：实测运行用 fp32 计算" in capsys.readouterr().err
 
 
 def test_pipeline_rejects_1f1b_with_too_few_micro_batches():
-    proc = subprocess.run([sys.executable, "-m", "batchlab", "pipeline", "--schedule", "1f1b", "--stages", "4",
-                           "--micro-batches", "2"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "batchlab", "pipeline", "--schedule", "1f1b", "--pipeline-stages", "4",
+                           "--global-batch", "2", "--micro-batch", "1"], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4" in proc.stderr
 

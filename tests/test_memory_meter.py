@@ -7,7 +7,8 @@ from batchlab.formulas.job import Job
 from batchlab.formulas.memory import stage_activation_bytes
 from batchlab.formulas.partition import partition_layers
 from batchlab.formulas.presets import get_config
-from batchlab.measure.memory import find_micro_batch, is_out_of_memory, saved_activation_bytes, step_peak
+from batchlab.measure.memory import (MicroBatchTrial, find_micro_batch, is_out_of_memory, saved_activation_bytes,
+                                     step_peak)
 from batchlab.measure.model import GPT, next_token_loss
 
 TINY = get_config("tiny")
@@ -54,13 +55,31 @@ def test_cpu_step_peak_is_states_plus_activations():
     assert step_peak(model, *tokens(2, 32)) == states + saved_activation_bytes(model, *tokens(2, 32))
 
 
+def job(s, b=1, **fields):
+    """The tiny model's job at sequence length s; the finder starts at micro-batch b."""
+    return Job(TINY, seq_len=s, global_batch=b, micro_batch_size=b, **fields)
+
+
 def test_finder_returns_the_largest_fitting_size():
     model = GPT(TINY)
     budget = 20_000_000
-    result = find_micro_batch(model, lambda b: tokens(b, 64), 0.9, capacity_bytes=budget, limit=256)
-    best = result["best"]
+    result = find_micro_batch(job(64), model, target_fraction=0.9, capacity_bytes=budget, limit=256)
+    best = result.best
     assert step_peak(model, *tokens(best, 64)) <= 0.9 * budget < step_peak(model, *tokens(best + 1, 64))
-    assert [r["micro_batch_size"] for r in result["tried"]][:3] == [1, 2, 4]
+    assert [r.micro_batch_size for r in result.tried][:3] == [1, 2, 4]
+    assert (result.job, result.capacity_bytes, result.target_fraction) == (job(64), budget, 0.9)
+    assert result.tried[0].peak_bytes == step_peak(model, *(t.clone() for t in tokens(1, 64)))  # two buffers
+    # the job's own micro-batch is where the search starts; without a model the job's is built
+    assert find_micro_batch(job(64, 4), capacity_bytes=budget, limit=256).tried[0].micro_batch_size == 4
+
+
+def test_finder_measures_the_jobs_dropout():
+    """Dropout is the job's: a memory run can have it, and its masks are then among the saved bytes."""
+    plain = find_micro_batch(job(32), capacity_bytes=10**9, limit=2)
+    dropped = find_micro_batch(job(32, dropout=0.1), capacity_bytes=10**9, limit=2)
+    assert all(d.peak_bytes > p.peak_bytes for d, p in zip(dropped.tried, plain.tried))
+    with pytest.raises(ValueError, match="与作业的"):
+        find_micro_batch(job(32, dropout=0.1), GPT(TINY), capacity_bytes=10**9)
 
 
 def test_finder_survives_a_simulated_out_of_memory_error():
@@ -73,9 +92,9 @@ def test_finder_survives_a_simulated_out_of_memory_error():
             raise torch.OutOfMemoryError("NPU out of memory. Tried to allocate 2.00 GiB")
         return next_token_loss(logits, y)
 
-    result = find_micro_batch(model, lambda b: tokens(b, 16), 0.9, capacity_bytes=10**9, loss_fn=loss_fn)
-    assert result["best"] == 5
-    assert {"micro_batch_size": 8, "fraction": None, "fits": False, "peak_bytes": None} in result["tried"]
+    result = find_micro_batch(job(16), model, capacity_bytes=10**9, loss_fn=loss_fn)
+    assert result.best == 5
+    assert MicroBatchTrial(micro_batch_size=8, peak_bytes=None, fraction=None, fits=False) in result.tried
     assert all(p.grad is None for p in model.parameters())  # nothing half-done left behind
     model.loss(*tokens(2, 16)).backward()                   # and the model still trains
 
@@ -85,11 +104,11 @@ def test_other_errors_are_not_swallowed():
         raise RuntimeError("shape mismatch")
 
     with pytest.raises(RuntimeError, match="shape mismatch"):
-        find_micro_batch(GPT(TINY), lambda b: tokens(b, 8), capacity_bytes=10**9, loss_fn=broken)
+        find_micro_batch(job(8), capacity_bytes=10**9, loss_fn=broken)
     assert is_out_of_memory(RuntimeError("NPU out of memory. Tried to allocate"))
     assert not is_out_of_memory(ValueError("out of memory"))
     with pytest.raises(ValueError, match="capacity_bytes：CPU 上没有"):
-        find_micro_batch(GPT(TINY), lambda b: tokens(b, 8))
+        find_micro_batch(job(8))
 
 
 def test_measured_model_states_match_the_table_and_ignore_the_batch():
@@ -107,6 +126,7 @@ def test_measured_model_states_match_the_table_and_ignore_the_batch():
     job = Job(TINY, seq_len=32, global_batch=1, micro_batch_size=1, precision="fp32", optimizer="adam")
     table = model_states(GPT(TINY).num_params(), job)
     n_tensors = len(list(GPT(TINY).parameters()))
-    assert readings[0]["parameters"] == table.parameters and readings[0]["gradients"] == table.gradients
+    assert readings[0].parameters == table.parameters and readings[0].gradients == table.gradients
     # Adam also keeps one 4-byte step counter per parameter tensor, which the table leaves out
-    assert readings[0]["optimizer"] == table.optimizer + 4 * n_tensors
+    assert readings[0].optimizer == table.optimizer + 4 * n_tensors
+    assert readings[0].total == readings[0].parameters + readings[0].gradients + readings[0].optimizer

@@ -23,7 +23,7 @@ from batchlab.formulas.scaling import batch_size_at
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.lecture.verdicts import best_rate_grows, only_memory_moves, same_update, unchanged
 from batchlab.measure.data import make_corpus
-from batchlab.measure.model import GPT
+from batchlab.measure.model import GPT, build_model
 from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local
 from batchlab.measure.train import train
 from booktools import ROOT
@@ -42,10 +42,10 @@ def batch():
 @pytest.mark.parametrize("p, m, micro", [(2, 2, 1), (4, 8, 2), (3, 4, 3)])
 def test_pipeline_run_sends_what_the_formula_counts(schedule, p, m, micro):
     config = get_config("tiny", n_layer=4)
-    inputs, targets = pipeline_batch(config, m, micro, 8, seed=0)
-    result = run_pipeline_local(GPT(config), inputs, targets, p, m, schedule)
-    assert result["p2p_messages"] == p2p_messages(p, m) == 2 * (p - 1) * m
-    assert result["p2p_bytes"] == p2p_bytes(p, m, micro, 8, config.d_model, 4)
+    job = Job(config, seq_len=8, global_batch=m * micro, micro_batch_size=micro, pipeline_stages=p, schedule=schedule)
+    result = run_pipeline_local(job)
+    assert result.p2p_messages == p2p_messages(p, m) == 2 * (p - 1) * m
+    assert result.p2p_bytes == p2p_bytes(p, m, micro, 8, config.d_model, job.element_bytes)
 
 
 def test_one_stage_sends_nothing_and_one_replica_reduces_nothing():
@@ -86,11 +86,9 @@ def test_accumulated_gpt_gradient_equals_the_whole_batch(batch, k):
 
 
 def test_pipeline_gradient_equals_the_whole_batch():
-    config = get_config("tiny", n_layer=4)
-    inputs, targets = pipeline_batch(config, 8, 2, 16, seed=0)
-    model = GPT(config)
-    result = run_pipeline_local(model, inputs, targets, 4, 8, "1f1b")
-    assert same_update(relative_gap(result["grads"], batch_gradients(model, inputs, targets)))
+    job = Job(get_config("tiny", n_layer=4), seq_len=16, global_batch=16, micro_batch_size=2, pipeline_stages=4)
+    result = run_pipeline_local(job)
+    assert same_update(relative_gap(result.grads, batch_gradients(build_model(job), *pipeline_batch(job))))
 
 
 def test_batchnorm_model_depends_only_on_its_seed():
@@ -226,11 +224,9 @@ def test_checklist_commands_use_the_case_shapes():
     parser, case = build_parser(), CASE_STUDY.job
     for arguments in checklist_commands():
         args = parser.parse_args(shlex.split(arguments))
-        if args.command in ("plan", "tune"):
+        if args.command in ("plan", "tune", "pipeline"):  # one job, the same flags
             assert (args.model, args.seq_len, args.global_batch, args.pipeline_stages, args.data_parallel) == (
                 case.model.name, case.seq_len, case.global_batch, case.pipeline_stages, case.data_parallel)
-        elif args.command == "pipeline":
-            assert (args.stages, args.micro_batches) == (case.pipeline_stages, case.num_microbatches)
         else:
             assert args.command == "bench-matmul" and args.command in COMMANDS
             assert (args.k, args.n) == (case.model.d_model, 4 * case.model.d_model)

@@ -11,19 +11,29 @@ import pytest
 import torch
 
 import batchlab.measure.pipeline_distributed as pipeline_distributed
+from dataclasses import replace
+
+from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import in_flight_microbatches
 from batchlab.formulas.presets import get_config
 from batchlab.measure import pipeline_torchrun
-from batchlab.measure.model import GPT
+from batchlab.measure.model import GPT, build_model
 from batchlab.measure.pipeline_distributed import run_pipeline_distributed
 from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local, split_model
 
 CONFIG = get_config("tiny", n_layer=4)
 
 
-def accumulated_grads(config, inputs, targets, m):
-    """Plain gradient accumulation over the same m micro-batches: the reference."""
-    model = GPT(config)
+def job(p, m, b=1, seq=8, schedule="1f1b", config=CONFIG, **fields):
+    """The job of a run: p stages, m micro-batches of b sequences of seq tokens."""
+    return Job(config, seq_len=seq, global_batch=m * b, micro_batch_size=b, pipeline_stages=p, schedule=schedule,
+               **fields)
+
+
+def accumulated_grads(job, seed=0):
+    """Plain gradient accumulation over the job's m micro-batches (its batch and weights from seed): the reference."""
+    model, m = build_model(job, seed), job.num_microbatches
+    inputs, targets = pipeline_batch(job, seed)
     for x, y in zip(inputs.tensor_split(m), targets.tensor_split(m)):
         (model.loss(x, y) / m).backward()
     return {name: p.grad for name, p in model.named_parameters()}
@@ -58,7 +68,7 @@ def assert_schedule_rules(timeline, schedule, p, m):
 @pytest.mark.parametrize("p, method", [(1, "uniform"), (2, "uniform"), (3, "uniform"), (4, "parameters"), (4, "compute")])
 def test_stages_compose_to_the_gpt(p, method, tie):
     model = GPT(get_config("tiny", n_layer=4, tie_embeddings=tie))
-    x, y = pipeline_batch(model.config, 2, 2, 8)
+    x, y = pipeline_batch(job(1, 2, 2, config=model.config))
     stages = split_model(model, p, method)
     h = x
     for stage in stages[:-1]:
@@ -87,49 +97,58 @@ def test_split_model_rejects():
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 @pytest.mark.parametrize("p, m, tie", [(2, 4, True), (4, 4, True), (4, 6, True), (2, 3, False)])
 def test_local_pipeline_gives_accumulated_gradients(schedule, p, m, tie):
-    config = get_config("tiny", n_layer=4, tie_embeddings=tie)
-    x, y = pipeline_batch(config, m, 2, 12, seed=1)
-    result = run_pipeline_local(GPT(config), x, y, p, m, schedule)
-    assert_same_grads(result["grads"], accumulated_grads(config, x, y, m))
-    assert result["loss"] == pytest.approx(GPT(config).loss(x, y).item(), abs=1e-5)
+    run = job(p, m, 2, 12, schedule, config=get_config("tiny", n_layer=4, tie_embeddings=tie))
+    result = run_pipeline_local(run, seed=1)
+    assert result.job is run
+    assert_same_grads(result.grads, accumulated_grads(run, seed=1))
+    assert result.loss == pytest.approx(build_model(run, 1).loss(*pipeline_batch(run, 1)).item(), abs=1e-5)
 
 
 @pytest.mark.parametrize("recompute", ["selective", "full"])
 def test_stages_recompute_as_the_gpt_does(recompute):
-    x, y = pipeline_batch(CONFIG, 4, 1, 8)
-    result = run_pipeline_local(GPT(CONFIG, recompute=recompute), x, y, 2, 4)
-    assert_same_grads(result["grads"], accumulated_grads(CONFIG, x, y, 4))
+    run = job(2, 4, recompute=recompute)
+    result = run_pipeline_local(run)
+    assert_same_grads(result.grads, accumulated_grads(replace(run, recompute="none")))
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_local_timeline_keeps_the_schedule(schedule):
     p, m = 4, 8
-    x, y = pipeline_batch(CONFIG, m, 1, 8)
-    result = run_pipeline_local(GPT(CONFIG), x, y, p, m, schedule)
-    for key in ("timeline", "replayed"):
-        timeline = result[key]
+    result = run_pipeline_local(job(p, m, schedule=schedule))
+    for timeline in (result.timeline, result.replayed):
         assert (timeline.schedule, timeline.pipeline_stages, timeline.num_microbatches) == (schedule, p, m)
         assert_schedule_rules(timeline, schedule, p, m)
-    ops = sorted(result["timeline"].ops, key=lambda op: op.start)
+    ops = sorted(result.timeline.ops, key=lambda op: op.start)
     assert ops[0].start == 0.0
     assert all(a.end <= b.start for a, b in zip(ops, ops[1:]))  # one process: one op at a time
     # The same durations, replayed on p devices, overlap: the step gets shorter.
-    assert result["replayed"].makespan < result["timeline"].makespan
-    assert result["replayed"].idle_fraction < result["timeline"].idle_fraction
+    assert result.replayed.makespan < result.timeline.makespan
+    assert result.replayed.idle_fraction < result.timeline.idle_fraction
+
+
+def test_a_given_model_is_the_jobs_and_keeps_the_gradients():
+    run, model = job(2, 4), GPT(CONFIG)
+    result = run_pipeline_local(run, model)
+    assert all(torch.equal(result.grads[name], p.grad) for name, p in model.named_parameters())
+    with pytest.raises(ValueError, match="与作业的"):
+        run_pipeline_local(run, GPT(get_config("tiny", n_layer=4, d_model=32)))
+    with pytest.raises(ValueError, match="recompute = 'full'"):
+        run_pipeline_local(run, GPT(CONFIG, recompute="full"))
 
 
 def test_local_pipeline_rejects():
-    model = GPT(CONFIG)
-    x, y = pipeline_batch(CONFIG, 4, 1, 8)
     with pytest.raises(ValueError, match=r"num_microbatches = 2：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = 4"):
-        run_pipeline_local(model, x, y, 4, 2, "1f1b")
-    run_pipeline_local(model, x, y, 4, 2, "gpipe")  # GPipe has no such rule
-    with pytest.raises(ValueError, match="batch = 4 不能被 num_microbatches = 3 整除"):
-        run_pipeline_local(model, x, y, 2, 3)
-    with pytest.raises(ValueError, match="dropout = 0.1：流水线运行要求 dropout = 0"):
-        run_pipeline_local(GPT(get_config("tiny", n_layer=4, dropout=0.1)), x, y, 2, 2)
-    with pytest.raises(ValueError, match="schedule = 'zb'"):
-        run_pipeline_local(model, x, y, 2, 2, "zb")
+        job(4, 2)  # the job says so when it is made: no run gets that far
+    run_pipeline_local(job(4, 2, schedule="gpipe"))  # GPipe has no such rule
+    # dropout is the job's (one setting): a pipeline run refuses it, and says why
+    with pytest.raises(ValueError, match="dropout = 0.1：流水线实测要求 dropout = 0（它的梯度要与梯度累积逐一比对"):
+        run_pipeline_local(job(2, 2, dropout=0.1))
+    with pytest.raises(ValueError, match="dropout = 0.1：流水线实测要求 dropout = 0"):
+        run_pipeline_local(job(2, 2, config=get_config("tiny", n_layer=4, dropout=0.1)))
+    with pytest.raises(ValueError, match="precision = 'bf16-mixed'"):
+        run_pipeline_local(job(2, 2, precision="bf16-mixed"))
+    with pytest.raises(ValueError, match="必须是 Job"):
+        run_pipeline_local(CONFIG)
 
 
 # ── one process per stage ─────────────────────────────────────────────────────────────────────────
@@ -142,22 +161,22 @@ def new_children(before):
 @pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
 def test_distributed_pipeline_matches_local(schedule):
-    p, m, b, seq = 2, 4, 2, 12
+    p, m, run = 2, 4, job(2, 4, 2, 12, schedule)
     before = {c.pid for c in psutil.Process().children(recursive=True)}
     # timeout: a hang guard (it raises TimeoutError), not a speed criterion
-    result = run_pipeline_distributed(CONFIG, p, m, b, seq, schedule, steps=2, start_method="fork", timeout=120)
+    result = run_pipeline_distributed(run, steps=2, start_method="fork", timeout=120)
     assert multiprocessing.active_children() == [] and new_children(before) == []
 
-    x, y = pipeline_batch(CONFIG, m, b, seq)
-    local = run_pipeline_local(GPT(CONFIG), x, y, p, m, schedule)
-    assert_same_grads(result["grads"], local["grads"])  # the tied wte.weight: both ranks' parts summed
-    assert result["loss"] == pytest.approx(local["loss"], abs=1e-5)
-    timeline = result["timeline"]
+    local = run_pipeline_local(run)
+    assert result.job is run
+    assert_same_grads(result.grads, local.grads)  # the tied wte.weight: both ranks' parts summed
+    assert result.loss == pytest.approx(local.loss, abs=1e-5)
+    timeline = result.timeline
     assert (timeline.schedule, timeline.pipeline_stages, timeline.num_microbatches) == (schedule, p, m)
     assert_schedule_rules(timeline, schedule, p, m)
     assert min(op.start for op in timeline.ops) == 0.0
-    assert len(result["step_seconds"]) == 2 and all(s > 0 for s in result["step_seconds"])
-    assert result["start_seconds"] > 0 and result["warmup_seconds"] > 0
+    assert len(result.step_seconds) == 2 and all(s > 0 for s in result.step_seconds)
+    assert result.start_seconds > 0 and result.warmup_seconds > 0
 
 
 @pytest.mark.slow
@@ -172,7 +191,7 @@ def test_a_failing_rank_is_reported_and_every_process_ends(monkeypatch):
     monkeypatch.setattr(pipeline_distributed, "run_rank", fail_on_rank_1)  # forked ranks inherit the patch
     before = {c.pid for c in psutil.Process().children(recursive=True)}
     with pytest.raises(RuntimeError, match="(?s)流水线的子进程出错.*rank 1.*rank 1 broke on purpose"):
-        run_pipeline_distributed(CONFIG, 2, 4, 1, 8, start_method="fork", timeout=60)
+        run_pipeline_distributed(job(2, 4), start_method="fork", timeout=60)
     # rank 0 may list its own broken connection (a race with its termination on a loaded machine, seen in a
     # fresh-clone run with a core kept busy); waited for instead of terminated, the run would raise TimeoutError
     assert multiprocessing.active_children() == [] and new_children(before) == []
@@ -180,27 +199,24 @@ def test_a_failing_rank_is_reported_and_every_process_ends(monkeypatch):
 
 def test_distributed_pipeline_rejects_before_starting_processes():
     before = {c.pid for c in psutil.Process().children(recursive=True)}
-    with pytest.raises(ValueError, match="1F1B 要求微批次数 ≥ 流水线阶段数"):
-        run_pipeline_distributed(CONFIG, 4, 2, 1, 8, "1f1b")
-    with pytest.raises(ValueError, match="pipeline_stages = 3 超过了"):
-        run_pipeline_distributed("tiny", 3, 4, 1, 8, "gpipe")
-    with pytest.raises(ValueError, match="model = 'huge'"):
-        run_pipeline_distributed("huge", 2, 4, 1, 8)
+    with pytest.raises(ValueError, match="dropout = 0.1：流水线实测要求 dropout = 0"):
+        run_pipeline_distributed(job(2, 4, dropout=0.1))
+    with pytest.raises(ValueError, match="必须是 Job"):
+        run_pipeline_distributed("tiny")
     with pytest.raises(ValueError, match="start_method = 'thread'"):
-        run_pipeline_distributed(CONFIG, 2, 4, 1, 8, start_method="thread")
+        run_pipeline_distributed(job(2, 4), start_method="thread")
     with pytest.raises(ValueError, match="backend = 'nccl'：CPU 上只能用 'gloo'"):
-        run_pipeline_distributed(CONFIG, 2, 4, 1, 8, backend="nccl")
-    with pytest.raises(ValueError, match="seq_len = 100：必须在 1 到 tiny 的 n_positions = 64 之间"):
-        run_pipeline_distributed(CONFIG, 2, 4, 1, 100)
+        run_pipeline_distributed(job(2, 4), backend="nccl")
     assert new_children(before) == []
 
 
 @pytest.mark.slow
 def test_command_line_without_torchrun(monkeypatch, capsys):
     monkeypatch.delenv("RANK", raising=False)
-    assert pipeline_torchrun.main(["--stages", "2", "--micro-batches", "4", "--n-layer", "2", "--seq-len", "8"]) == 0
+    assert pipeline_torchrun.main(["--pipeline-stages", "2", "--global-batch", "16", "--micro-batch", "4",
+                                   "--n-layer", "2", "--seq-len", "8"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["stages"] == 2 and summary["micro_batches"] == 4
+    assert summary["pipeline_stages"] == 2 and summary["num_microbatches"] == 4
     assert summary["bubble_formula"] == pytest.approx(1 / 5)
     assert 0 < summary["idle_fraction"] < 1
 
@@ -208,12 +224,12 @@ def test_command_line_without_torchrun(monkeypatch, capsys):
 @pytest.mark.slow
 def test_command_line_under_torchrun():
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "batchlab.measure.pipeline_torchrun", "--stages", "2", "--micro-batches", "4", "--n-layer", "2",
-           "--seq-len", "8", "--schedule", "gpipe", "--device", "cpu"]
+           "-m", "batchlab.measure.pipeline_torchrun", "--pipeline-stages", "2", "--global-batch", "16",
+           "--micro-batch", "4", "--n-layer", "2", "--seq-len", "8", "--schedule", "gpipe", "--device", "cpu"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
-    assert (summary["schedule"], summary["stages"], summary["micro_batches"]) == ("gpipe", 2, 4)
+    assert (summary["schedule"], summary["pipeline_stages"], summary["num_microbatches"]) == ("gpipe", 2, 4)
     assert len(summary["step_seconds"]) == 2
 
 
@@ -225,15 +241,13 @@ def test_two_hosts_under_torchrun_give_the_accumulated_gradients(tmp_path):
 
     port, grads = free_port(), tmp_path / "grads.pt"
     common = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
-              "-m", "batchlab.measure.pipeline_torchrun", "--stages", "2", "--micro-batches", "4",
-              "--micro-batch-size", "2", "--n-layer", "2", "--seq-len", "8", "--schedule", "1f1b", "--device", "cpu",
+              "-m", "batchlab.measure.pipeline_torchrun", "--pipeline-stages", "2", "--global-batch", "8",
+              "--micro-batch", "2", "--n-layer", "2", "--seq-len", "8", "--schedule", "1f1b", "--device", "cpu",
               "--grads", str(grads)]  # every rank sends its gradients; rank 0 saves them
     hosts = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--node-rank", str(rank), *common],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
     outs = [host.communicate(timeout=180) for host in hosts]
     assert [host.returncode for host in hosts] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
     summary = json.loads(outs[0][0])
-    assert (summary["stages"], summary["micro_batches"]) == (2, 4) and outs[1][0] == ""
-    config = get_config("tiny", n_layer=2)
-    x, y = pipeline_batch(config, 4, 2, 8)
-    assert_same_grads(torch.load(grads), accumulated_grads(config, x, y, 4))
+    assert (summary["pipeline_stages"], summary["num_microbatches"]) == (2, 4) and outs[1][0] == ""
+    assert_same_grads(torch.load(grads), accumulated_grads(job(2, 4, 2, 8, config=get_config("tiny", n_layer=2))))

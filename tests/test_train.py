@@ -1,9 +1,11 @@
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from batchlab.formulas.job import Job
 from batchlab.formulas.presets import get_config
 from batchlab.formulas.scaling import lr_schedule, scale_lr
 from batchlab.measure.data import make_corpus
@@ -43,6 +45,27 @@ def test_grad_accumulation_gives_the_same_parameters(data, optimizer, atol, step
         assert torch.allclose(params, base, atol=atol), f"num_microbatches={k}"
         # Same batches, whatever the accumulation: the losses agree step by step.
         assert hist.train_loss == pytest.approx(base_hist.train_loss, abs=1e-5)
+
+
+def test_a_job_gives_the_batch_and_its_accumulation(data):
+    """train(job=...): the batch and its micro-batch count are the job's (one record), the same run as stating
+    them; the GPT must be the job's, dropout included."""
+    job = Job(get_config("tiny"), seq_len=12, global_batch=16, micro_batch_size=4)
+    by_job = train(GPT(get_config("tiny")), data, job=job, steps=2, lr=0.1, optimizer="sgd", seed=5)
+    stated = train(GPT(get_config("tiny")), data, batch_size=16, num_microbatches=4, steps=2, lr=0.1,
+                   optimizer="sgd", seed=5)
+    assert by_job.train_loss == stated.train_loss
+    assert (by_job.config["batch_size"], by_job.config["num_microbatches"]) == (16, job.num_microbatches) == (16, 4)
+    dropped = replace(job, dropout=0.1)
+    train(GPT(get_config("tiny", dropout=0.1)), data, job=dropped, steps=1, lr=0.1)  # training can have dropout
+    with pytest.raises(ValueError, match="与作业的"):
+        train(GPT(get_config("tiny")), data, job=dropped, steps=1, lr=0.1)
+    with pytest.raises(ValueError, match="只能给一种"):
+        train(GPT(get_config("tiny")), data, job=job, batch_size=16, steps=1, lr=0.1)
+    with pytest.raises(ValueError, match="pipeline_stages = 1、data_parallel = 1"):
+        train(GPT(get_config("tiny")), data, job=replace(job, pipeline_stages=2), steps=1, lr=0.1)
+    with pytest.raises(ValueError, match="batch_size：请给出每步的序列数"):
+        train(GPT(get_config("tiny")), data, steps=1, lr=0.1)
 
 
 def test_history_records_each_step_and_evaluations(data):

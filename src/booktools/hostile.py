@@ -25,41 +25,50 @@ HOSTILE = ["0", "-1", "1", "3", "7", "1000", str(2**31), str(2**63), "1e30", "1e
 BASE = {
     "plan": ["--global-batch", "64", "--micro-batch", "2", "--pipeline-stages", "4", "--data-parallel", "2"],
     "tune": ["--global-batch", "64", "--pipeline-stages", "4", "--data-parallel", "2"],
-    "pipeline": ["--stages", "4", "--micro-batches", "8"],
+    "pipeline": ["--model", "tiny", "--n-layer", "4", "--seq-len", "64", "--global-batch", "32", "--micro-batch", "4",
+                 "--pipeline-stages", "4"],
     "bench-matmul": ["--m", "1", "2", "--k", "256", "--n", "256", "--repeats", "2", "--min-seconds", "0.001"],
     "grade": ["{class}"],
 }
 """A working command line of each command, which :func:`flag_cases` changes one flag of."""
 FLAGS = {
-    "plan": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len", "--grad-accum",
-             "--device-memory-gib", "--tokens-per-second", "--peak-tflops"],
-    "tune": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len",
-             "--device-memory-gib", "--peak-tflops", "--bandwidth-tbs"],
-    "pipeline": ["--stages", "--micro-batches", "--micro-batch-size", "--seq-len", "--d-model", "--timeout"],
+    "plan": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len", "--n-layer",
+             "--d-model", "--grad-accum", "--device-memory-gib", "--tokens-per-second", "--peak-tflops"],
+    "tune": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len", "--n-layer",
+             "--d-model", "--device-memory-gib", "--peak-tflops", "--bandwidth-tbs"],
+    "pipeline": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len", "--n-layer",
+                 "--d-model", "--dropout", "--timeout"],
     "bench-matmul": ["--m", "--k", "--n", "--repeats", "--min-seconds"],
     "grade": ["--timeout", "--notebook-timeout"],
 }
-RUN_FLAGS = ("--micro-batch-size", "--seq-len", "--d-model")
+RUN_FLAGS = ("--seq-len", "--d-model", "--n-layer", "--dropout")
 """Pipeline flags that only matter to a measured run: their cases add ``--run local``."""
 
-_TINY_RUN = ["--run", "local", "--micro-batch-size", "1", "--seq-len", "1", "--d-model", "4"]
+_TINY = ["--model", "tiny", "--micro-batch", "1", "--seq-len", "1", "--d-model", "4"]
+_TINY_RUN = ["--run", "local", *_TINY]
 COMBINED: dict[str, list[str]] = {
     # issue 26: each flag within its bound, the product not
-    "2²⁰ micro-batches of one token": ["pipeline", "--stages", "2", "--micro-batches", "1048576", *_TINY_RUN],
-    "10,000 tokens at width 4 (s² scores)": ["pipeline", "--stages", "2", "--micro-batches", "2", "--run", "local",
-                                             "--micro-batch-size", "1", "--seq-len", "10000", "--d-model", "4"],
+    "2²⁰ micro-batches of one token": ["pipeline", "--pipeline-stages", "2", "--global-batch", "1048576", *_TINY_RUN],
+    "1,024 tokens at width 12 (s² scores)": ["pipeline", "--model", "gpt2", "--n-layer", "4", "--d-model", "12",
+                                             "--seq-len", "1024", "--global-batch", "8", "--micro-batch", "4",
+                                             "--pipeline-stages", "2", "--precision", "fp32", "--dropout", "0",
+                                             "--run", "local"],
     # found probing the same way
-    "2¹⁷ micro-batches, one process per stage": ["pipeline", "--stages", "2", "--micro-batches", "131072",
-                                                 *_TINY_RUN[:1], "distributed", *_TINY_RUN[2:]],
-    "16 stages × 1,000 micro-batches": ["pipeline", "--stages", "16", "--micro-batches", "1000", *_TINY_RUN],
-    "width 4,000 (weights of gigabytes)": ["pipeline", "--stages", "2", "--micro-batches", "2", "--run", "local",
-                                           "--micro-batch-size", "1", "--seq-len", "1", "--d-model", "4000"],
-    "2¹⁶ sequences of 1,024 tokens per micro-batch": ["pipeline", "--stages", "2", "--micro-batches", "2", "--run",
-                                                      "local", "--micro-batch-size", "65536", "--seq-len", "1024"],
-    "GPipe simulated at 10,000 stages": ["pipeline", "--schedule", "gpipe", "--stages", "10000", "--micro-batches", "1"],
-    "GPipe at 10⁸ stages (one number each)": ["pipeline", "--schedule", "gpipe", "--stages", "100000000",
-                                              "--micro-batches", "1"],
-    "1F1B at 2²⁰ stages and micro-batches": ["pipeline", "--stages", "1048576", "--micro-batches", "1048576"],
+    "2¹⁷ micro-batches, one process per stage": ["pipeline", "--pipeline-stages", "2", "--global-batch", "131072",
+                                                 "--run", "distributed", *_TINY],
+    "16 stages × 1,000 micro-batches": ["pipeline", "--pipeline-stages", "16", "--n-layer", "16", "--global-batch",
+                                        "1000", *_TINY_RUN],
+    "width 4,000 (weights of gigabytes)": ["pipeline", "--pipeline-stages", "2", "--global-batch", "2", "--run", "local",
+                                           *_TINY[:-2], "--d-model", "4000"],
+    "2¹⁶ sequences of 64 tokens per micro-batch": ["pipeline", "--pipeline-stages", "2", "--model", "tiny",
+                                                   "--global-batch", "131072", "--micro-batch", "65536", "--run",
+                                                   "local", "--seq-len", "64"],
+    "GPipe simulated at 1,024 stages": ["pipeline", "--schedule", "gpipe", "--pipeline-stages", "1024", "--n-layer",
+                                        "1024", "--global-batch", "1", "--micro-batch", "1"],
+    "GPipe at 10⁸ stages (one number each)": ["pipeline", "--schedule", "gpipe", "--pipeline-stages", "100000000",
+                                              "--n-layer", "100000000", "--global-batch", "1", "--micro-batch", "1"],
+    "1F1B at 2²⁰ micro-batches over 1,024 stages": ["pipeline", "--pipeline-stages", "1024", "--n-layer", "1024",
+                                                    "--global-batch", "1048576", "--micro-batch", "1"],
     "tune: 240 divisors, nothing fits, every remedy": ["tune", "--model", "gpt2-xl", "--global-batch", "720720",
                                                       "--pipeline-stages", "1", "--device-memory-gib", "0.001"],
     "tune: 2²⁰ sequences over 48 stages": ["tune", "--model", "gpt2-xl", "--global-batch", "1048576",

@@ -273,20 +273,21 @@ def test_memory_and_names_on_fake_npu(fake_npu: _FakeNpu) -> None:
 
 
 def test_describe_cpu_is_json_able(no_npu: None) -> None:
-    summary = mem.describe("cpu")
-    assert summary["device"] == "cpu" and summary["kind"] == "cpu"
-    assert summary["torch"] == torch.__version__
-    assert summary["torch_npu"] is None
-    assert isinstance(summary["name"], str) and summary["name"]
+    report = mem.describe("cpu")
+    assert report.device == "cpu" and report.kind == "cpu"
+    assert report.torch == torch.__version__
+    assert report.torch_npu is None
+    assert isinstance(report.name, str) and report.name
+    assert report.memory.measures == "process_rss"
+    summary = report.as_record()
     assert set(summary["memory"]) == {"allocated", "peak", "free", "total", "measures", "source"}
-    assert summary["memory"]["measures"] == "process_rss"
     assert json.loads(json.dumps(summary)) == summary
 
 
 def test_describe_default_follows_selection(fake_npu: _FakeNpu) -> None:
-    summary = mem.describe()
-    assert summary["kind"] == "npu"
-    assert summary["torch_npu"] == "2.1.0.post99"
-    assert summary["name"] == "Ascend910B3"
-    assert summary["memory"]["total"] == 64 * 2**30
-    assert summary["memory"]["measures"] == "allocator"
+    report = mem.describe()
+    assert report.kind == "npu"
+    assert report.torch_npu == "2.1.0.post99"
+    assert report.name == "Ascend910B3"
+    assert report.memory.total == 64 * 2**30
+    assert report.memory.measures == "allocator"

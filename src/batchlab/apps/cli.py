@@ -6,11 +6,15 @@
         --pipeline-stages 4 --data-parallel 2 [--peak-tflops 256 --bandwidth-tbs 0.4] --json
     python -m batchlab device
     python -m batchlab bench-matmul --m 1024 2048 4096 --k 1600 --n 6400
-    python -m batchlab pipeline --schedule 1f1b --stages 4 --micro-batches 8 [--run local|distributed]
+    python -m batchlab pipeline --global-batch 64 --micro-batch 2 --pipeline-stages 4 --data-parallel 2
+    python -m batchlab pipeline --model tiny --n-layer 4 --d-model 128 --seq-len 64 --global-batch 32 \\
+        --micro-batch 4 --pipeline-stages 4 --run local|distributed
     python -m batchlab grade submissions/ [--csv grades.csv] [--timeout 600]
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments and a function
 that runs it and returns what to print (``plan`` and ``tune`` live in :mod:`batchlab.apps.job_commands`). Invalid input exits 2 with one line on stderr.
+``plan``, ``tune`` and ``pipeline`` take one job, with the same flags (:func:`~batchlab.apps.job_commands.job_arguments`),
+built once (:func:`~batchlab.apps.job_commands.job_from_args`).
 """
 from __future__ import annotations
 
@@ -28,12 +32,9 @@ from batchlab.apps.grade import (DEFAULT_NOTEBOOK_S, DEFAULT_TIMEOUT_S, GradingI
                                  check_grade_dependencies, grade_class, grade_table)
 from batchlab.apps.grade_report import check_csv_target, table_text, write_csv
 from batchlab.formulas.budget import BENCH_BUDGET, RUN_BUDGET, bench_cost, check_budget, run_cost
-from batchlab.formulas.checks import at_most, between, whole
-from batchlab.formulas.job import LIMITS, Job
-from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, check_runnable,
-                                                  in_flight_microbatches, pipeline_timeline, simulable)
+from batchlab.formulas.checks import at_most, between
+from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, pipeline_timeline, simulable
 from batchlab.formulas.precision import element_bytes
-from batchlab.formulas.presets import get_config
 
 __all__ = ["main", "build_parser", "COMMANDS", "CLI_BENCH_SECONDS"]
 
@@ -79,7 +80,7 @@ def _device(args: argparse.Namespace) -> dict:
     from batchlab.measure.device import select_device  # torch only for the commands that need it
     from batchlab.measure.device_memory import describe
 
-    return describe(select_device(args.device))
+    return describe(select_device(args.device)).as_record()
 
 
 def _format_memory(memory: dict) -> str:
@@ -147,15 +148,11 @@ def _bench_matmul_text(report: dict) -> str:
 # ── pipeline ─────────────────────────────────────────────────────────────────────────────────────
 
 def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b", help="pipeline schedule (default 1f1b)")
-    parser.add_argument("--stages", type=int, required=True, help="pipeline stages p")
-    parser.add_argument("--micro-batches", type=int, required=True, help="micro-batches per step m")
+    job_commands.job_arguments(parser, micro_batch_required=True)  # the job: plan's flags
     parser.add_argument("--run", choices=["local", "distributed"], default=None,
                         help="measure instead of simulate: one process (local) or one process per stage "
-                             "(distributed, torch.distributed.pipelining) running a small GPT")
-    parser.add_argument("--micro-batch-size", type=int, default=4, help="sequences per micro-batch when run (default 4)")
-    parser.add_argument("--seq-len", type=int, default=64, help="tokens per sequence when run (default 64)")
-    parser.add_argument("--d-model", type=int, default=128, help="width of the GPT that is run (default 128)")
+                             "(distributed, torch.distributed.pipelining) running the job's GPT in fp32 without "
+                             "dropout (e.g. --model tiny --n-layer 4 --d-model 128 --seq-len 64)")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds a distributed run may take, start-up included (default 120)")
 
@@ -164,63 +161,47 @@ MAX_RUN_STAGES = 16
 RUN_STEPS = {"local": 1, "distributed": 3}
 """Steps a measured run takes: one local step; distributed, one warm-up and two timed (``DISTRIBUTED_TIMED``)."""
 DISTRIBUTED_TIMED = 2
-_RUN_FLAGS = {"num_microbatches": "--micro-batches", "pipeline_stages": "--stages", "micro_batch_size": "--micro-batch-size",
-              "seq_len": "--seq-len", "d_model": "--d-model"}
+_RUN_FLAGS = {"num_microbatches": "--global-batch", "pipeline_stages": "--pipeline-stages",
+              "micro_batch_size": "--micro-batch", "seq_len": "--seq-len", "d_model": "--d-model"}
 """The flags that set each input of :func:`~batchlab.formulas.budget.run_cost`, for its refusal line."""
 
 
-def _run_job(args: argparse.Namespace) -> Job:
-    """The job a measured run trains: the tiny GPT at ``--d-model``, one layer per stage (at least two), fp32."""
-    p, m, b = args.stages, args.micro_batches, whole("micro_batch_size", args.micro_batch_size)
-    at_most("pipeline_stages", p, MAX_RUN_STAGES, "实测运行的上限")
-    # m × b sequences are the job's global batch: say so in the flags' words before the job says global_batch
-    at_most("--micro-batches × --micro-batch-size", m * b, LIMITS["global_batch"][1], "上限")
-    config = get_config("tiny", n_layer=max(p, 2), d_model=args.d_model, n_head=4,
-                        n_positions=max(64, whole("seq_len", args.seq_len)))
-    return Job(model=config, seq_len=args.seq_len, global_batch=m * b, micro_batch_size=b, pipeline_stages=p,
-               schedule=args.schedule, precision="fp32", optimizer="sgd")
-
-
 def _pipeline(args: argparse.Namespace) -> dict:
-    check_runnable(args.schedule, args.stages, args.micro_batches)  # 1F1B needs m ≥ p, as the runtimes do
-    p, m = args.stages, args.micro_batches
-    at_most("num_microbatches", m, LIMITS["global_batch"][1], "上限")
-    at_most("pipeline_stages", p, LIMITS["global_batch"][1], "上限")  # the answer lists a number per stage
+    job = job_commands.job_from_args(args)  # 1F1B needs m ≥ p, as the runtimes do: the job says so
+    p, m = job.pipeline_stages, job.num_microbatches
+    cost = None
     if args.run is not None:  # what the run will spend, against the budget, before anything runs or torch loads
-        job = _run_job(args)
+        at_most("pipeline_stages", p, MAX_RUN_STAGES, "实测运行的上限")
         cost = check_budget(run_cost(job, RUN_STEPS[args.run], p if args.run == "distributed" else 1), RUN_BUDGET,
                             _RUN_FLAGS)
-    report = {"schedule": args.schedule, "pipeline_stages": p, "num_microbatches": m,
-              "bubble_fraction_formula": bubble_fraction(p, m),
-              "peak_in_flight": in_flight_microbatches(args.schedule, p, m)}
+    report = {"schedule": job.schedule, "pipeline_stages": p, "num_microbatches": m,
+              "model": job.model.name, "n_layer": job.model.n_layer, "d_model": job.model.d_model,
+              "seq_len": job.seq_len, "global_batch": job.global_batch, "micro_batch_size": job.micro_batch_size,
+              "data_parallel": job.data_parallel,
+              "bubble_fraction_formula": job.plan.bubble_fraction,
+              "peak_in_flight": list(job.in_flight_microbatches)}
     unit = f"one forward pass (backward = {BACKWARD_PER_FORWARD})"
     if args.run is None and not simulable(p, m):  # the closed forms, which the simulator agrees with
         return {**report, "run": "formula", "bubble_fraction": report["bubble_fraction_formula"],
-                "step_time": (m + p - 1) * (1 + BACKWARD_PER_FORWARD), "step_time_unit": unit}
+                "step_time": (m + p - 1) * (1 + BACKWARD_PER_FORWARD), "step_time_unit": unit, "estimated_cost": None}
     if args.run is None:
-        timeline = pipeline_timeline(args.schedule, p, m)
+        timeline = pipeline_timeline(job.schedule, p, m)
         return {**report, "run": "simulated", "bubble_fraction": timeline.idle_fraction,
-                "step_time": timeline.makespan, "step_time_unit": unit}
-    config = job.model
-    from batchlab.measure.model import GPT  # torch only for the runs
-    from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local
-    from batchlab.measure.pipeline_distributed import run_pipeline_distributed
+                "step_time": timeline.makespan, "step_time_unit": unit, "estimated_cost": None}
+    from batchlab.measure.pipeline_distributed import run_pipeline_distributed  # torch only for the runs
+    from batchlab.measure.pipeline_local import run_pipeline_local
 
     if args.run == "local":
-        inputs, targets = pipeline_batch(config, m, job.micro_batch_size, job.seq_len, seed=0)
-        result = run_pipeline_local(GPT(config), inputs, targets, p, m, args.schedule)
-        timeline, seconds = result["replayed"], result["replayed"].makespan
+        timeline = run_pipeline_local(job).replayed
+        seconds = timeline.makespan
     else:
-        result = run_pipeline_distributed(config, p, m, job.micro_batch_size, job.seq_len, args.schedule,
-                                          steps=DISTRIBUTED_TIMED, timeout=between("timeout", args.timeout, 1, 3600))
-        timeline, seconds = result["timeline"], min(result["step_seconds"])
+        run = run_pipeline_distributed(job, steps=DISTRIBUTED_TIMED, timeout=between("timeout", args.timeout, 1, 3600))
+        timeline, seconds = run.timeline, min(run.step_seconds)
     cores = os.cpu_count() or 1
     shared = (f"{p} 个进程共用 {cores} 个 CPU 核：每个进程分不到一个核，测到的气泡比公式大得多"
               if args.run == "distributed" and p > cores else None)
     return {**report, "run": args.run, "bubble_fraction": timeline.idle_fraction, "step_time": seconds,
             "step_time_unit": "seconds", "peak_in_flight": timeline.peak_in_flight(),
-            "model": {"n_layer": config.n_layer, "d_model": config.d_model,
-                      "micro_batch_size": job.micro_batch_size, "seq_len": job.seq_len},
             "estimated_cost": asdict(cost), "warning": shared}
 
 
@@ -229,6 +210,9 @@ def _pipeline_text(report: dict) -> str:
     return "\n".join([
         f"schedule         {report['schedule']} ({report['run']}), {report['pipeline_stages']} stages, "
         f"{report['num_microbatches']} micro-batches",
+        f"job              {report['model']} ({report['n_layer']} layers, width {report['d_model']}), seq_len "
+        f"{report['seq_len']}, global batch {report['global_batch']} = {report['data_parallel']} × "
+        f"{report['num_microbatches']} micro-batches of {report['micro_batch_size']}",
         f"bubble_fraction  {report['bubble_fraction']:.3f}  (formula (p-1)/(m+p-1) = {report['bubble_fraction_formula']:.3f})",
         f"step time        {report['step_time']:.4g} {unit}",
         f"peak in flight   {report['peak_in_flight']} micro-batches per stage",

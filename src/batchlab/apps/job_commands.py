@@ -1,15 +1,16 @@
 """The calculator's ``plan`` and ``tune`` commands: one :class:`~batchlab.formulas.job.Job` from the flags,
 one report (a JSON-able dict) and its text.
 
-The flags are declared once (:func:`job_arguments`) and read once (:func:`job_from_args`); the job's own
-validation is the commands' validation, so a bad value is refused with the same Chinese line that a
-notebook or a widget would show.
+The flags of a job are declared once (:func:`job_arguments`, :data:`JOB_FLAGS`) and read once
+(:func:`job_from_args`), for ``plan``, ``tune`` and ``pipeline`` alike; the job's own validation is the
+commands' validation, so a bad value is refused with the same Chinese line that a notebook or a widget would
+show.
 """
 from __future__ import annotations
 
 import argparse
 
-from batchlab.formulas.checks import positive
+from batchlab.formulas.checks import at_most, positive
 from batchlab.formulas.job import ATTENTION_KINDS, DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, RECOMPUTE_MODES, Job
 from batchlab.formulas.memory import stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES
@@ -20,7 +21,8 @@ from batchlab.formulas.throughput import mfu, model_flops_per_token
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
 
-__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "job_arguments", "job_from_args", "device_figures",
+__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "JOB_FLAGS", "MODEL_LIMITS", "job_arguments", "job_from_args",
+           "device_figures",
            "plan_arguments", "plan", "plan_report", "plan_text", "tune_arguments", "tune_report", "tune_command",
            "tune_text"]
 
@@ -31,11 +33,26 @@ DEFAULT_BANDWIDTH = _NPU.memory_bandwidth[0]
 """Per-device memory bandwidth (bytes/s) when none is given: the low end of the 910B preset."""
 
 
+JOB_FLAGS: dict[str, str] = {
+    "model": "--model", "n_layer": "--n-layer", "d_model": "--d-model", "seq_len": "--seq-len",
+    "global_batch": "--global-batch", "micro_batch_size": "--micro-batch", "pipeline_stages": "--pipeline-stages",
+    "data_parallel": "--data-parallel", "schedule": "--schedule", "recompute": "--recompute",
+    "precision": "--precision", "optimizer": "--optimizer", "zero1": "--zero1", "fp32_grads": "--fp32-grads",
+    "dropout": "--dropout", "attention": "--attention", "device_memory_gib": "--device-memory-gib",
+}
+"""The flag of each job field (and of the model shape's two overrides), on every command that takes a job."""
+MODEL_LIMITS: dict[str, int] = {"n_layer": 1024, "d_model": 2**16}
+"""The most ``--n-layer`` and ``--d-model`` may say: past GPT-2 XL's 48 layers and width 1,600 by far, and small
+enough that every formula over the layers answers at once."""
+
+
 def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool) -> None:
-    """The flags of a job, shared by plan and tune."""
+    """The flags of a job (:data:`JOB_FLAGS`), shared by plan, tune and pipeline."""
     case = CASE_STUDY.job
     parser.add_argument("--model", default=case.model.name, choices=list(PRESETS),
                         help=f"model preset (default {case.model.name})")
+    parser.add_argument("--n-layer", type=int, default=None, help="override the preset's layer count")
+    parser.add_argument("--d-model", type=int, default=None, help="override the preset's width (a multiple of its heads)")
     parser.add_argument("--seq-len", type=int, default=None,
                         help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
     parser.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
@@ -69,7 +86,9 @@ def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool
 
 def job_from_args(args: argparse.Namespace) -> Job:
     """The job the flags describe (ValueError naming the value and the rule when they describe none)."""
-    model = get_config(args.model)
+    overrides = {name: at_most(name, getattr(args, name), limit, "上限")
+                 for name, limit in MODEL_LIMITS.items() if getattr(args, name) is not None}
+    model = get_config(args.model, **overrides)
     return Job(model=model, seq_len=model.n_positions if args.seq_len is None else args.seq_len,
                global_batch=args.global_batch, micro_batch_size=args.micro_batch,
                pipeline_stages=args.pipeline_stages, data_parallel=args.data_parallel, schedule=args.schedule,
@@ -89,7 +108,8 @@ def device_figures(peak_flops: float, bandwidth: float | None, job: Job) -> dict
 
 def _job_summary(job: Job) -> dict:
     """The job's fields as the JSON reports name them."""
-    return {"model": job.model.name, "params": count_params(job.model), "seq_len": job.seq_len,
+    return {"model": job.model.name, "n_layer": job.model.n_layer, "d_model": job.model.d_model,
+            "params": count_params(job.model), "seq_len": job.seq_len,
             "schedule": job.schedule, "recompute": job.recompute, "precision": job.precision,
             "optimizer": job.optimizer, "zero1": job.zero1, "fp32_grads": job.fp32_grads,
             "dropout": job.dropout, "attention": job.attention}

@@ -56,8 +56,8 @@ RUN_BUDGET = RunCost(ops=512, flops=4e10, peak_bytes=GIB, activation_bytes=GIB /
 """What a measured run may spend: each about a second of work on an idle 2-core CPU and a few on a busy one
 (measured here: 1.3–4 ms an op, ~40 GFLOP/s at width 128–256, ~200 MB/s of activations at width 4), beside
 the 2–5 s it takes to start torch, so a run answers within seconds on a laptop.
-The default ``pipeline --run local`` (4 stages × 8 micro-batches of 4 × 64 tokens at width 128) spends 64
-ops, 1.1e10 FLOPs, 34 MiB held and 75 MiB written; ``--run distributed`` three steps of it."""
+The README's ``pipeline --model tiny --n-layer 4 --d-model 128 --run local`` (4 stages × 8 micro-batches of
+4 × 64 tokens) spends 64 ops, 1.1e10 FLOPs, 34 MiB held and 75 MiB written; ``--run distributed`` three steps of it."""
 
 TRANSIENT_LAYERS = 2
 """The layer being run, counted twice over what the memory model keeps: its forward's temporaries (the scores

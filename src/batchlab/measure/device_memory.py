@@ -23,7 +23,7 @@ import torch
 
 from batchlab.measure.device import accelerator_module, as_device, card_index, device_name
 
-__all__ = ["MemoryInfo", "memory_info", "reset_peak_memory", "describe"]
+__all__ = ["MemoryInfo", "memory_info", "reset_peak_memory", "DeviceReport", "describe"]
 
 
 @dataclass
@@ -166,20 +166,29 @@ def reset_peak_memory(device: torch.device | str) -> bool:
         return False
 
 
-def describe(device: torch.device | str | None = None) -> dict[str, Any]:
-    """JSON-able summary of ``device`` (default: :func:`select_device`) for ``python -m batchlab device``.
+@dataclass(frozen=True)
+class DeviceReport:
+    """A device and its memory, as :func:`describe` found them: ``device`` (e.g. ``"npu:0"``), ``kind``
+    (``"npu"``, ``"cuda"``, ``"cpu"``), the card's ``name``, the ``torch`` and ``torch_npu`` versions (None
+    unless torch_npu is loaded) and its :class:`MemoryInfo`."""
 
-    Keys: ``device``, ``kind``, ``name``, ``torch``, ``torch_npu`` (``None`` unless loaded) and
-    ``memory``, the fields of :class:`MemoryInfo` as a dict.
-    """
+    device: str
+    kind: str
+    name: str
+    torch: str
+    torch_npu: str | None
+    memory: MemoryInfo
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-ready: these fields, the memory's as a dict (``python -m batchlab device --json``)."""
+        return asdict(self)
+
+
+def describe(device: torch.device | str | None = None) -> DeviceReport:
+    """``device`` (default: :func:`select_device`) and its memory, for ``python -m batchlab device`` and 4.1."""
     device = as_device(device)
     # Report torch_npu's version only if it is loaded: describing a CPU run must not import it.
     torch_npu = sys.modules.get("torch_npu")
-    return {
-        "device": str(device),
-        "kind": device.type,
-        "name": device_name(device),
-        "torch": torch.__version__,
-        "torch_npu": getattr(torch_npu, "__version__", None) if torch_npu is not None else None,
-        "memory": asdict(memory_info(device)),
-    }
+    return DeviceReport(device=str(device), kind=device.type, name=device_name(device), torch=torch.__version__,
+                        torch_npu=getattr(torch_npu, "__version__", None) if torch_npu is not None else None,
+                        memory=memory_info(device))

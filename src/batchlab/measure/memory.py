@@ -8,27 +8,33 @@
 * :func:`step_peak` — one forward + backward on a device; on cuda/npu the allocator's peak
   (``max_memory_allocated``), on the CPU the model states plus the saved activations (process RSS, the
   only CPU counter, is not comparable: see :class:`batchlab.measure.device_memory.MemoryInfo`).
-* :func:`find_micro_batch` — the lecture's procedure: grow the micro-batch until the step's peak reaches
-  the target share of memory, catching out-of-memory errors and freeing the cache so the device stays
-  usable. The search itself is :func:`batchlab.formulas.memory.grow_micro_batch` (pure math).
+* :func:`find_micro_batch` — the lecture's procedure on a :class:`~batchlab.formulas.job.Job`: grow its
+  micro-batch until the step's peak reaches the target share of memory, catching out-of-memory errors and
+  freeing the cache so the device stays usable. The search itself is
+  :func:`batchlab.formulas.memory.grow_micro_batch` (pure math); the answer is a :class:`MicroBatchSearch`.
+
+Dropout is the job's (:func:`batchlab.measure.model.build_model`): a memory run can have it, and its saved
+masks then count, as the memory model's 34·sbh + 5·as²b does.
 """
 from __future__ import annotations
 
 import gc
 import time
-from typing import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from batchlab.formulas.checks import positive, whole
+from batchlab.formulas.job import Job
 from batchlab.formulas.memory import grow_micro_batch
-from batchlab.measure.device import accelerator_module, card_index
+from batchlab.measure.data import make_corpus
+from batchlab.measure.device import accelerator_module, as_device, card_index
 from batchlab.measure.device_memory import memory_info, reset_peak_memory
-from batchlab.measure.model import LossFn, next_token_loss
+from batchlab.measure.model import GPT, LossFn, build_model, check_job_model, next_token_loss
 
-__all__ = ["saved_activation_bytes", "model_state_bytes", "timed_step", "step_peak", "is_out_of_memory",
-           "find_micro_batch"]
+__all__ = ["saved_activation_bytes", "ModelStateBytes", "model_state_bytes", "timed_step", "step_peak",
+           "is_out_of_memory", "MicroBatchTrial", "MicroBatchSearch", "find_micro_batch"]
 
 
 
@@ -56,7 +62,21 @@ def saved_activation_bytes(model: nn.Module, inputs: torch.Tensor, targets: torc
     return sum(seen.values())
 
 
-def model_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict[str, int]:
+@dataclass(frozen=True)
+class ModelStateBytes:
+    """Measured bytes of a model's states (:func:`model_state_bytes`), beside the modelled
+    :func:`batchlab.formulas.memory.model_states` of the same job."""
+
+    parameters: int
+    gradients: int
+    optimizer: int
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer
+
+
+def model_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> ModelStateBytes:
     """Bytes of the tensors that hold the model's states, read off the tensors themselves: parameters,
     their ``.grad`` and every tensor in the optimizer's state (Adam: two moments and a step counter per
     parameter tensor)."""
@@ -66,9 +86,9 @@ def model_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None 
     params = list(model.parameters())
     states = [] if optimizer is None else [v for st in optimizer.state.values() for v in st.values()
                                            if isinstance(v, torch.Tensor)]
-    return {"parameters": sum(size(p) for p in params),
-            "gradients": sum(size(p.grad) for p in params if p.grad is not None),
-            "optimizer": sum(size(t) for t in states)}
+    return ModelStateBytes(parameters=sum(size(p) for p in params),
+                           gradients=sum(size(p.grad) for p in params if p.grad is not None),
+                           optimizer=sum(size(t) for t in states))
 
 
 def timed_step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
@@ -119,18 +139,47 @@ def step_peak(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
     return peak
 
 
-def find_micro_batch(model: nn.Module, make_batch: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
-                     target_fraction: float = 0.9, capacity_bytes: int | None = None, limit: int = 1024,
-                     loss_fn: LossFn = next_token_loss) -> dict:
-    """Run the lecture's procedure on ``model``: the largest micro-batch whose step peak stays at or
-    under ``target_fraction`` of the memory.
+@dataclass(frozen=True)
+class MicroBatchTrial:
+    """One size :func:`find_micro_batch` tried: its step's peak (None after an out-of-memory error), that
+    peak as a fraction of the capacity, and whether it stayed at or under the target."""
 
-    ``make_batch(b)`` returns (inputs, targets) of b sequences on the model's device. The capacity is
-    ``capacity_bytes`` if given (on the CPU it must be: a byte budget), else the card's total memory.
-    An out-of-memory error counts as "does not fit"; the cache is freed and the search carries on.
-    Returns :func:`batchlab.formulas.memory.grow_micro_batch`'s result plus ``capacity_bytes``, each tried row
-    also holding ``peak_bytes`` (None after an out-of-memory error).
+    micro_batch_size: int
+    peak_bytes: int | None
+    fraction: float | None
+    fits: bool
+
+
+@dataclass(frozen=True)
+class MicroBatchSearch:
+    """What :func:`find_micro_batch` found for ``job``: the largest micro-batch whose step peak stays at or under
+    ``target_fraction`` of ``capacity_bytes`` (None if even the first size does not), and every size tried."""
+
+    job: Job
+    best: int | None
+    tried: tuple[MicroBatchTrial, ...]
+    target_fraction: float
+    capacity_bytes: int
+
+
+def find_micro_batch(job: Job, model: GPT | None = None, *, target_fraction: float = 0.9,
+                     capacity_bytes: int | None = None, limit: int = 1024, seed: int = 0,
+                     device: torch.device | str | None = None,
+                     loss_fn: LossFn = next_token_loss) -> MicroBatchSearch:
+    """Run the lecture's procedure on ``job``: the largest micro-batch whose one-step peak (:func:`step_peak`:
+    forward and backward of one micro-batch) stays at or under ``target_fraction`` of the memory.
+
+    The job says the model (shape, dropout, recompute mode) and the sequence length; the search starts at its
+    ``micro_batch_size`` (1 in the lecture) and doubles, then bisects, up to ``limit``. What only a
+    measurement has: ``model``, the GPT to measure (default :func:`~batchlab.measure.model.build_model`
+    ``(job, seed)``; one given must be the job's), ``device`` (default: where the model is), ``seed`` (the
+    weights when built here, and the sequences) and ``capacity_bytes`` (on the CPU it must be given: a byte
+    budget; else the card's total memory). ``loss_fn`` is the step's loss. An out-of-memory error counts as
+    "does not fit"; the cache is freed and the search carries on.
     """
+    model = build_model(job, seed) if model is None else check_job_model(job, model)
+    if device is not None:
+        model.to(as_device(device))
     device = next(model.parameters()).device
     if capacity_bytes is None:
         if accelerator_module(device) is None:
@@ -143,7 +192,8 @@ def find_micro_batch(model: nn.Module, make_batch: Callable[[int], tuple[torch.T
     def measure(b: int) -> float | None:
         batch = None
         try:
-            batch = make_batch(b)
+            data = make_corpus(b, job.seq_len, vocab_size=job.model.vocab_size, seed=seed)
+            batch = data.inputs.to(device).clone(), data.targets.to(device).clone()  # two buffers, as a loader gives
             peaks[b] = step_peak(model, *batch, loss_fn=loss_fn)
         except Exception as error:  # noqa: BLE001 — only out-of-memory is expected; the rest re-raise
             if not is_out_of_memory(error):
@@ -155,8 +205,8 @@ def find_micro_batch(model: nn.Module, make_batch: Callable[[int], tuple[torch.T
             _free(device)
         return None if peaks[b] is None else peaks[b] / capacity
 
-    result = grow_micro_batch(measure, target_fraction, limit=limit)
-    for row in result["tried"]:
-        row["peak_bytes"] = peaks[row["micro_batch_size"]]
-    result["capacity_bytes"] = int(capacity)
-    return result
+    result = grow_micro_batch(measure, target_fraction, start=job.micro_batch_size, limit=limit)
+    tried = tuple(MicroBatchTrial(micro_batch_size=row["micro_batch_size"], peak_bytes=peaks[row["micro_batch_size"]],
+                                  fraction=row["fraction"], fits=row["fits"]) for row in result["tried"])
+    return MicroBatchSearch(job=job, best=result["best"], tried=tried, target_fraction=target_fraction,
+                            capacity_bytes=int(capacity))

@@ -7,6 +7,7 @@ which allocates nothing.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Callable, Iterable
 
 import torch
@@ -15,10 +16,11 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from batchlab.formulas.checks import one_of
-from batchlab.formulas.job import RECOMPUTE_MODES
+from batchlab.formulas.job import RECOMPUTE_MODES, Job
 from batchlab.formulas.presets import GPTConfig, check_seq_len
 
-__all__ = ["IGNORE_INDEX", "LossFn", "next_token_loss", "run_blocks", "GPT", "BigramLM"]
+__all__ = ["IGNORE_INDEX", "LossFn", "next_token_loss", "run_blocks", "GPT", "BigramLM", "job_config", "build_model",
+           "check_runnable_job", "check_job_model"]
 
 IGNORE_INDEX = -100
 """Targets equal to this are padding and count for nothing (``F.cross_entropy``'s default ``ignore_index``)."""
@@ -180,3 +182,44 @@ class BigramLM(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.table(idx)
+
+
+# ── A job's model: what a measured run trains ──────────────────────────────────────────────────────────
+
+def job_config(job: Job) -> GPTConfig:
+    """The shape a job trains, with the job's dropout: ``Job.dropout`` is the one setting (it defaults to the
+    model's own, and a run builds its modules with it), so a job's model and its memory bytes never disagree."""
+    return replace(job.model, dropout=job.dropout)
+
+
+def check_runnable_job(job: Job) -> Job:
+    """``job`` if this package's GPT can run it as written; else ValueError, in one line. The measured runs
+    compute in fp32 with the attention written out (the s×s scores kept, 4.3's "materialized"): a job that says
+    16-bit or fused attention would be modelled one way and measured another."""
+    if job.precision != "fp32":
+        raise ValueError(f"precision = {job.precision!r}：实测运行用 fp32 计算，请用 replace(job, precision='fp32') "
+                         "描述要测的作业")
+    if job.attention != "materialized":
+        raise ValueError(f"attention = {job.attention!r}：实测的 GPT 显式计算注意力（保存 s×s 分数），"
+                         "请用 replace(job, attention='materialized')")
+    return job
+
+
+def build_model(job: Job, seed: int | None = 0) -> GPT:
+    """The :class:`GPT` that ``job`` trains: its shape and dropout (:func:`job_config`), its recompute mode,
+    weights from ``seed``. Refuses a job this GPT cannot run as written (:func:`check_runnable_job`)."""
+    check_runnable_job(job)
+    return GPT(job_config(job), seed=seed, recompute=job.recompute)
+
+
+def check_job_model(job: Job, model: nn.Module) -> GPT:
+    """``model`` if it is the GPT ``job`` describes (shape, dropout and recompute mode); else ValueError. A run
+    handed both a job and a model instance measures the model, so the two must be one job."""
+    check_runnable_job(job)
+    if not isinstance(model, GPT):
+        raise ValueError(f"model = {type(model).__name__}：必须是 batchlab.measure.model.GPT")
+    want = job_config(job)
+    if model.config != want or model.recompute != job.recompute:
+        raise ValueError(f"model：它的 {model.config}、recompute = {model.recompute!r} 与作业的 {want}、"
+                         f"recompute = {job.recompute!r} 不符（用 build_model(job) 建模型）")
+    return model

@@ -7,8 +7,8 @@
 * :mod:`batchlab.measure.pipeline_torchrun`: the same on servers, one process per card, started by
   ``torchrun``, built from this module's rank functions.
 
-Notes from measuring on a laptop CPU: use dropout 0 (each stage's random numbers would differ from
-single-process accumulation); give each rank one thread (``torch.set_num_threads(1)``,
+Notes from measuring on a laptop CPU: the job's dropout must be 0 (each stage's random numbers would differ
+from single-process accumulation: :func:`~batchlab.measure.pipeline_local.check_no_dropout`); give each rank one thread (``torch.set_num_threads(1)``,
 ``OMP_NUM_THREADS=1``; with ``fork`` after OpenMP work in the parent, more threads can hang);
 ``OMP_WAIT_POLICY=PASSIVE`` stops idle ranks from spinning on shared cores; the first step exchanges
 tensor shapes between stages and is slow, so one warm-up step precedes the timed ones. With ops of a
@@ -29,19 +29,18 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from batchlab.formulas.checks import one_of, positive, whole
-from batchlab.formulas.partition import partition_layers
-from batchlab.formulas.pipeline_schedules import Op, Timeline, check_runnable
-from batchlab.formulas.presets import GPTConfig, get_config
+from batchlab.formulas.job import Job
+from batchlab.formulas.pipeline_schedules import Op, Timeline
 from batchlab.measure.device import accelerator_module, select_device, synchronize
-from batchlab.measure.model import GPT, next_token_loss
-from batchlab.measure.pipeline_local import check_no_dropout, check_stage_batch, pipeline_batch, split_model
+from batchlab.measure.model import build_model, next_token_loss
+from batchlab.measure.pipeline_local import check_pipeline_job, pipeline_batch, split_model
 
 try:  # torch ≥ 2.4; imported here so that forked ranks start without importing it again
     import torch.distributed as dist
@@ -50,8 +49,8 @@ except ImportError:  # pragma: no cover - old torch, or a build without torch.di
     dist = None
     PipelineStage = Schedule1F1B = ScheduleGPipe = None
 
-__all__ = ["BACKENDS", "require_pipelining", "one_thread", "rank_device", "run_rank", "merge_ranks", "free_port",
-           "run_pipeline_distributed"]
+__all__ = ["BACKENDS", "require_pipelining", "one_thread", "rank_device", "RankStep", "RankResult", "run_rank",
+           "DistributedPipelineRun", "merge_ranks", "free_port", "run_pipeline_distributed"]
 
 # The collective library of each device type; ``backend=`` overrides it.
 BACKENDS: dict[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
@@ -83,14 +82,33 @@ def rank_device(kind: str, local_rank: int) -> torch.device:
     return device
 
 
-def run_rank(rank: int, world: int, config: GPTConfig, num_microbatches: int, micro_batch_size: int,
-              seq_len: int, schedule: str, steps: int, seed: int, device: torch.device,
-              method: str = "uniform") -> dict[str, Any]:
-    """The work of one rank, once its process group is up: build the seeded GPT, keep stage ``rank``,
-    run one warm-up step and ``steps`` timed ones; return the timed steps' ops, the last step's
-    gradients (GPT names) and its loss (last rank)."""
-    m = num_microbatches
-    stage_module = split_model(GPT(config, seed=seed), world, method)[rank].to(device)
+@dataclass(frozen=True)
+class RankStep:
+    """One step on one rank: ``begin`` and ``end`` (``perf_counter`` seconds, after the barrier before it) and
+    its ops, ``(kind, microbatch, start, end)`` each."""
+
+    begin: float
+    end: float
+    ops: tuple[tuple[str, int, float, float], ...]
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What one rank of :func:`run_rank` returns: its steps (the warm-up first), when it was ready, the last
+    step's gradients of its stage (GPT names; empty when not gathered) and the mean loss (last rank only)."""
+
+    rank: int
+    ready: float
+    steps: tuple[RankStep, ...]
+    grads: dict[str, torch.Tensor]
+    loss: float | None
+
+
+def run_rank(rank: int, job: Job, steps: int, seed: int, device: torch.device) -> RankResult:
+    """The work of one rank of ``job`` (``job.pipeline_stages`` ranks, one stage each), once its process group
+    is up: build the job's seeded GPT, keep stage ``rank``, run one warm-up step and ``steps`` timed ones."""
+    world, m, schedule = job.pipeline_stages, job.num_microbatches, job.schedule
+    stage_module = split_model(build_model(job, seed), world, job.partition)[rank].to(device)
     stage = PipelineStage(stage_module, rank, world, device)
     ops: list[list] = []  # [kind, microbatch, start, end], perf_counter seconds
 
@@ -118,7 +136,7 @@ def run_rank(rank: int, world: int, config: GPTConfig, num_microbatches: int, mi
 
     kinds = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
     pipe = kinds[schedule](stage, m, loss_fn=loss_fn)  # scale_grads: gradients of the mean loss
-    inputs, targets = pipeline_batch(config, m, micro_batch_size, seq_len, seed)
+    inputs, targets = pipeline_batch(job, seed)
     args = (inputs.to(device),) if rank == 0 else ()
     target = targets.to(device) if rank == world - 1 else None
     ready = time.perf_counter()
@@ -130,27 +148,26 @@ def run_rank(rank: int, world: int, config: GPTConfig, num_microbatches: int, mi
         begin = time.perf_counter()
         pipe.step(*args, target=target, losses=losses if target is not None else None)
         synchronize(device)
-        steps_out.append({"begin": begin, "end": time.perf_counter(), "ops": [list(op) for op in ops]})
+        steps_out.append(RankStep(begin, time.perf_counter(), tuple(tuple(op) for op in ops)))
     grads = {name: param.grad.detach().cpu().clone() for name, param in stage_module.named_parameters()
              if param.grad is not None}
-    return {"rank": rank, "ready": ready, "steps": steps_out, "grads": grads,
-            "loss": sum(loss.item() for loss in losses) / m if losses else None}
+    return RankResult(rank=rank, ready=ready, steps=tuple(steps_out), grads=grads,
+                      loss=sum(loss.item() for loss in losses) / m if losses else None)
 
 
-def _worker(rank: int, world: int, port: int, kind: str, backend: str, config: GPTConfig,
-            num_microbatches: int, micro_batch_size: int, seq_len: int, schedule: str, steps: int,
-            seed: int, method: str, timeout: float, out_dir: str) -> None:
+def _worker(rank: int, port: int, kind: str, backend: str, job: Job, steps: int, seed: int, timeout: float,
+            out_dir: str) -> None:
     """One rank started by :func:`run_pipeline_distributed`: results to ``out_dir/rank{rank}.pt``, a
     traceback to ``out_dir/rank{rank}.err`` on failure (and a non-zero exit code)."""
     one_thread()
+    world = job.pipeline_stages
     try:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                           WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
         device = rank_device(kind, rank)
         dist.init_process_group(backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout))
         try:
-            result = run_rank(rank, world, config, num_microbatches, micro_batch_size, seq_len, schedule,
-                               steps, seed, device, method)
+            result = run_rank(rank, job, steps, seed, device)
         finally:
             dist.destroy_process_group()
         torch.save(result, Path(out_dir, f"rank{rank}.tmp"))
@@ -184,92 +201,93 @@ def _child_environment() -> Iterator[None]:
                 os.environ[key] = value
 
 
-def merge_ranks(results: list[dict[str, Any]], schedule: str, num_microbatches: int,
-           align: str = "clock") -> dict[str, Any]:
-    """The ranks' results as one: the last timed step's timeline (seconds after its earliest op), the
-    gradients summed over ranks where a name appears twice (the tied ``wte.weight``), step times.
+@dataclass(frozen=True)
+class DistributedPipelineRun:
+    """What :func:`run_pipeline_distributed` (or ``torchrun``, :mod:`batchlab.measure.pipeline_torchrun`)
+    measured for ``job``, one process per stage: set it beside the modelled figures of the same job."""
+
+    job: Job
+    timeline: Timeline
+    """The last timed step, seconds after its earliest op (``time.perf_counter``; the loss counts in the last
+    stage's forward)."""
+    grads: dict[str, torch.Tensor]
+    """The last step's, merged over ranks: the tied ``wte.weight`` is the sum of the first and last stage's
+    (see :func:`~batchlab.measure.pipeline_local.split_model`)."""
+    loss: float | None
+    """The mean loss over micro-batches (the last rank's)."""
+    step_seconds: tuple[float, ...]
+    """One per timed step: first begin to last end over ranks."""
+    warmup_seconds: float
+    """The warm-up step (stages exchange tensor shapes)."""
+    start_seconds: float | None = None
+    """From starting the processes until every rank had its process group and stage."""
+
+
+def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> DistributedPipelineRun:
+    """The ranks' results as one run of ``job``: the last timed step's timeline (seconds after its earliest op),
+    the gradients summed over ranks where a name appears twice (the tied ``wte.weight``), step times.
 
     ``align="clock"``: the ranks share one clock (one machine; ``perf_counter`` is system-wide).
     ``"barrier"``: each rank's times count from its own exit from the barrier before each step
     (several machines, whose clocks are unrelated)."""
-    world = len(results)
-    steps = len(results[0]["steps"])
+    one_of("align", align, ("clock", "barrier"))
+    steps = len(results[0].steps)
 
-    def origin(result: dict[str, Any], step: int) -> float:
-        return result["steps"][step]["begin"] if align == "barrier" else 0.0
+    def origin(result: RankResult, step: int) -> float:
+        return result.steps[step].begin if align == "barrier" else 0.0
 
-    step_seconds = [max(r["steps"][k]["end"] - origin(r, k) for r in results)
-                    - min(r["steps"][k]["begin"] - origin(r, k) for r in results) for k in range(1, steps)]
+    step_seconds = tuple(max(r.steps[k].end - origin(r, k) for r in results)
+                         - min(r.steps[k].begin - origin(r, k) for r in results) for k in range(1, steps))
     last = steps - 1
-    raw = [(r["rank"], kind, mb, start - origin(r, last), end - origin(r, last))
-           for r in results for kind, mb, start, end in r["steps"][last]["ops"]]
+    raw = [(r.rank, kind, mb, start - origin(r, last), end - origin(r, last))
+           for r in results for kind, mb, start, end in r.steps[last].ops]
     first = min(op[3] for op in raw)
     ops = tuple(Op(stage=rank, microbatch=mb, kind=kind, start=start - first, end=end - first)
                 for rank, kind, mb, start, end in sorted(raw, key=lambda op: op[3]))
     grads: dict[str, torch.Tensor] = {}
     for r in results:
-        for name, grad in r["grads"].items():
+        for name, grad in r.grads.items():
             grads[name] = grads[name] + grad if name in grads else grad
-    warmup = (max(r["steps"][0]["end"] - origin(r, 0) for r in results)
-              - min(r["steps"][0]["begin"] - origin(r, 0) for r in results))
-    return {"timeline": Timeline(schedule, world, num_microbatches, ops), "grads": grads,
-            "loss": results[-1]["loss"], "step_seconds": step_seconds, "warmup_seconds": warmup}
-
-
-def _resolve_config(config: str | GPTConfig) -> GPTConfig:
-    return config if isinstance(config, GPTConfig) else get_config(config)
+    warmup = (max(r.steps[0].end - origin(r, 0) for r in results)
+              - min(r.steps[0].begin - origin(r, 0) for r in results))
+    return DistributedPipelineRun(job=job, timeline=Timeline(job.schedule, len(results), job.num_microbatches, ops),
+                                  grads=grads, loss=results[-1].loss, step_seconds=step_seconds,
+                                  warmup_seconds=warmup)
 
 
 def run_pipeline_distributed(
-    config: str | GPTConfig,
-    pipeline_stages: int,
-    num_microbatches: int,
-    micro_batch_size: int,
-    seq_len: int,
-    schedule: str = "1f1b",
+    job: Job,
+    *,
     steps: int = 2,
     seed: int = 0,
+    device: str | None = "cpu",
     backend: str | None = None,
     start_method: str = "fork",
-    *,
-    device: str | None = "cpu",
-    method: str = "uniform",
     timeout: float = 300.0,
-) -> dict[str, Any]:
-    """Train ``steps`` timed steps (after one warm-up) of a pipeline of ``pipeline_stages`` processes,
-    one stage each, on ``torch.distributed.pipelining`` (``ScheduleGPipe`` or ``Schedule1F1B``).
+) -> DistributedPipelineRun:
+    """Train ``steps`` timed steps (after one warm-up) of ``job`` on ``job.pipeline_stages`` processes, one
+    stage each, on ``torch.distributed.pipelining`` (``ScheduleGPipe`` or ``Schedule1F1B``, ``job.schedule``).
 
-    ``config``: a preset name (``"tiny"``) or a :class:`~batchlab.measure.model.GPTConfig`; every rank builds
-    ``GPT(config, seed=seed)`` and keeps its stage (:func:`split_model`). The data is
-    :func:`pipeline_batch` (m × b sequences). No optimizer steps: every step sees the same weights,
-    so the returned gradients are comparable with :func:`run_pipeline_distributed`'s.
+    The job is the one the formulas model: every rank builds its GPT (:func:`~batchlab.measure.model.build_model`
+    ``(job, seed)``) and keeps its stage (:func:`split_model`, ``job.partition``); the data is
+    :func:`pipeline_batch` ``(job, seed)`` (one replica's m × b sequences). No optimizer steps: every step sees
+    the same weights, so the gradients are comparable with :func:`run_pipeline_local`'s for the same job.
 
-    ``device``: ``"cpu"`` (default), ``"cuda"`` or ``"npu"`` (rank r on card r), or ``None``/``"auto"``
-    for :func:`~batchlab.measure.device.select_device`'s choice; ``backend`` defaults to :data:`BACKENDS`'s
-    (gloo, nccl, hccl). ``start_method``: ``"fork"`` starts in a fraction of a second (CPU only: an
-    accelerator cannot be used in a forked child), ``"spawn"`` in seconds and from any script guarded
+    What only a measurement has: ``device``, ``"cpu"`` (default), ``"cuda"`` or ``"npu"`` (rank r on card r),
+    or ``None``/``"auto"`` for :func:`~batchlab.measure.device.select_device`'s choice; ``backend`` defaults to
+    :data:`BACKENDS`'s (gloo, nccl, hccl). ``start_method``: ``"fork"`` starts in a fraction of a second (CPU
+    only: an accelerator cannot be used in a forked child), ``"spawn"`` in seconds and from any script guarded
     by ``if __name__ == "__main__":``. ``timeout`` (s) bounds the whole run. The rendezvous is over
     TCP on 127.0.0.1, on a free port.
-
-    Returns a dict: ``"timeline"`` (the last timed step, seconds after its earliest op, measured with
-    ``time.perf_counter``, the loss included in the last stage's forward), ``"grads"`` (the last step's,
-    merged over ranks: the tied ``wte.weight`` is the sum of the first and last stage's, see
-    :func:`split_model`), ``"loss"`` (mean over micro-batches), ``"step_seconds"`` (one per timed step,
-    first begin to last end over ranks), ``"warmup_seconds"`` and ``"start_seconds"`` (from starting
-    the processes until every rank has its process group and stage).
 
     Every process is joined, or terminated, before this returns or raises; a rank's exception is raised
     here as a RuntimeError carrying its traceback.
     """
     require_pipelining()
-    config = _resolve_config(config)
-    check_runnable(schedule, pipeline_stages, num_microbatches)
-    p, m = pipeline_stages, num_microbatches
-    partition_layers(config, p, method)  # checks p ≤ n_layer here, not in p processes
-    check_no_dropout(config)
+    check_pipeline_job(job)
+    p = job.pipeline_stages
     whole("steps", steps)
     whole("seed", seed, minimum=0)
-    check_stage_batch(config, m, micro_batch_size, seq_len)
     timeout = positive("timeout", timeout)
     one_of("start_method", start_method, multiprocessing.get_all_start_methods())
     kind = select_device(device).type
@@ -291,8 +309,7 @@ def run_pipeline_distributed(
             with _child_environment():
                 for rank in range(p):
                     proc = ctx.Process(target=_worker, name=f"batchlab-pipeline-rank{rank}", daemon=True,
-                                       args=(rank, p, port, kind, backend, config, m, micro_batch_size,
-                                             seq_len, schedule, steps, seed, method, timeout, out_dir))
+                                       args=(rank, port, kind, backend, job, steps, seed, timeout, out_dir))
                     proc.start()
                     procs.append(proc)
             deadline = launched + timeout
@@ -323,6 +340,4 @@ def run_pipeline_distributed(
                     proc.kill()
                     proc.join()
                 proc.close()
-    merged = merge_ranks(results, schedule, m)
-    merged["start_seconds"] = max(r["ready"] for r in results) - launched
-    return merged
+    return replace(merge_ranks(results, job), start_seconds=max(r.ready for r in results) - launched)

@@ -7,31 +7,42 @@ the GPT of :mod:`batchlab.measure.model` and measures them:
 * :func:`split_model` cuts a :class:`~batchlab.measure.model.GPT` into stage modules, using
   :func:`batchlab.formulas.partition.partition_layers` (the first stage holds the embeddings, the last the
   final LayerNorm and the head, as in Megatron-LM);
-* :func:`run_pipeline_local` runs every stage in this process, one op after the other, in an order
-  that respects the pipeline's dependencies, with real autograd across the stage boundaries. Its
-  gradients equal plain gradient accumulation; its per-op times, replayed under the dependencies
-  (``"replayed"``), show the bubble that p devices with free communication would have.
+* :func:`run_pipeline_local` runs one step of a :class:`~batchlab.formulas.job.Job` — the job the formulas
+  model, the same record — with every stage in this process, one op after the other, in an order that
+  respects the pipeline's dependencies, with real autograd across the stage boundaries. It returns a
+  :class:`LocalPipelineRun`: gradients equal to plain gradient accumulation's, and per-op times that,
+  replayed under the dependencies (``replayed``), show the bubble that p devices with free communication
+  would have.
+
+**Dropout.** A pipeline run takes its dropout from the job, and refuses any above 0
+(:func:`check_no_dropout`): what a pipeline run promises — and what 4.4, 4.6 and the tests check — is that
+its gradients *are* gradient accumulation's, and with dropout the two draw their random masks in a
+different order (op by op here, rank by rank on p processes), so they would differ by the masks' noise.
+Runs that compare nothing with another run can have dropout: :func:`batchlab.measure.train.train` and the
+memory runs of :mod:`batchlab.measure.memory` (whose bytes then include the masks, as the memory model's do).
 
 One process per stage, communication and all, is :mod:`batchlab.measure.pipeline_distributed`.
 """
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from batchlab.formulas.checks import divides, one_of, whole
+from batchlab.formulas.checks import one_of, whole
+from batchlab.formulas.job import Job
 from batchlab.formulas.partition import PARTITION_METHODS, Stage, partition_layers
-from batchlab.formulas.pipeline_schedules import Op, Timeline, check_runnable, schedule_order, simulate
-from batchlab.formulas.presets import GPTConfig, check_seq_len
+from batchlab.formulas.pipeline_schedules import Op, Timeline, schedule_order, simulate
+from batchlab.formulas.presets import check_seq_len
 from batchlab.measure.data import make_corpus
 from batchlab.measure.device import as_device, synchronize
-from batchlab.measure.model import GPT, next_token_loss, run_blocks
+from batchlab.measure.model import GPT, build_model, check_job_model, check_runnable_job, next_token_loss, run_blocks
 
-__all__ = ["StageModule", "split_model", "pipeline_batch", "check_stage_batch", "check_no_dropout", "run_pipeline_local"]
+__all__ = ["StageModule", "split_model", "pipeline_batch", "check_pipeline_job", "check_no_dropout",
+           "LocalPipelineRun", "run_pipeline_local"]
 
 
 # ---------------------------------------------------------------------------
@@ -97,26 +108,31 @@ def split_model(model: GPT, pipeline_stages: int, method: str = "uniform") -> li
     return [StageModule(model, stage) for stage in partition_layers(model.config, pipeline_stages, method)]
 
 
-def pipeline_batch(config: GPTConfig, num_microbatches: int, micro_batch_size: int, seq_len: int,
-                   seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The global batch (m × b sequences of ``seq_len`` tokens) the pipelines of this module train on:
-    ``(inputs, targets)`` from :func:`batchlab.measure.data.make_corpus`, the same on every rank."""
-    m, b = check_stage_batch(config, num_microbatches, micro_batch_size, seq_len)
-    data = make_corpus(m * b, seq_len, vocab_size=config.vocab_size, seed=seed)
+def pipeline_batch(job: Job, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch one replica of ``job`` trains on in one step: ``job.num_microbatches`` ×
+    ``job.micro_batch_size`` sequences of ``job.seq_len`` tokens, ``(inputs, targets)`` from
+    :func:`batchlab.measure.data.make_corpus` (the same on every rank, and for the same ``seed``)."""
+    m, b = job.num_microbatches, job.micro_batch_size
+    data = make_corpus(m * b, job.seq_len, vocab_size=job.model.vocab_size, seed=whole("seed", seed, minimum=0))
     return data.inputs, data.targets
 
 
-def check_stage_batch(config: GPTConfig, num_microbatches: int, micro_batch_size: int, seq_len: int) -> tuple[int, int]:
-    """(m, b) if ``seq_len`` fits the model and both counts are whole; else ValueError (both runtimes)."""
-    check_seq_len(config, seq_len)
-    return whole("num_microbatches", num_microbatches), whole("micro_batch_size", micro_batch_size)
+def check_no_dropout(job: Job) -> Job:
+    """``job`` if its dropout is 0; else ValueError. A pipeline run's gradients must be gradient accumulation's
+    (4.4 and 4.6 compare them), which needs the same random masks, and a pipeline draws them in another order."""
+    if job.dropout != 0:
+        raise ValueError(f"dropout = {job.dropout!r}：流水线实测要求 dropout = 0（它的梯度要与梯度累积逐一比对，"
+                         "而各段抽取随机掩码的顺序不同）；训练（train）和显存实测可以有 dropout")
+    return job
 
 
-def check_no_dropout(config: GPTConfig) -> None:
-    """ValueError unless ``config``'s dropout is 0 (both runtimes compare gradients with accumulation)."""
-    if config.dropout != 0:
-        raise ValueError(f"dropout = {config.dropout!r}：流水线运行要求 dropout = 0"
-                         "（各段的随机数与单进程不同，梯度就无法和梯度累积逐一比对）")
+def check_pipeline_job(job: Job) -> Job:
+    """``job`` if a pipeline run can run it as written: a :class:`~batchlab.formulas.job.Job` (validated when it
+    was made), in fp32 with the attention written out (:func:`~batchlab.measure.model.check_runnable_job`), no
+    dropout (:func:`check_no_dropout`); else ValueError. Both runtimes call it before any work."""
+    if not isinstance(job, Job):
+        raise ValueError(f"job = {type(job).__name__}：必须是 Job（batchlab.formulas.job.Job）")
+    return check_no_dropout(check_runnable_job(job))
 
 
 # ---------------------------------------------------------------------------
@@ -124,44 +140,51 @@ def check_no_dropout(config: GPTConfig) -> None:
 # ---------------------------------------------------------------------------
 
 
-def run_pipeline_local(
-    model: GPT,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
-    pipeline_stages: int,
-    num_microbatches: int,
-    schedule: str = "1f1b",
-    device: torch.device | str | None = None,
-    *,
-    method: str = "uniform",
-) -> dict[str, Any]:
-    """Run one pipelined step of ``model`` in this process and time every op.
+@dataclass(frozen=True)
+class LocalPipelineRun:
+    """What :func:`run_pipeline_local` measured for ``job``: set it beside the modelled figures of the same job
+    (``job.plan.bubble_fraction``, :func:`~batchlab.formulas.pipeline_schedules.pipeline_timeline`,
+    :func:`~batchlab.formulas.comm.p2p_bytes`)."""
 
-    ``inputs`` and ``targets`` ([batch, seq]) are cut into ``num_microbatches`` equal micro-batches.
+    job: Job
+    timeline: Timeline
+    """Measured start/end times, seconds after the first op: one process runs one op at a time, so its idle
+    share is about 1 − 1/p whatever the schedule."""
+    replayed: Timeline
+    """The measured op durations replayed under the dependencies: what p devices with free communication do."""
+    loss: float
+    """The mean loss over the step's micro-batches."""
+    grads: dict[str, torch.Tensor]
+    """{parameter name: gradient}, the GPT's names: those of the mean loss, i.e. gradient accumulation's."""
+    p2p_messages: int
+    """Tensors that crossed a stage boundary: activations forward, their gradients backward."""
+    p2p_bytes: int
+    """Their bytes: what devices would send each other (:func:`batchlab.formulas.comm.p2p_bytes`)."""
+
+
+def run_pipeline_local(job: Job, model: GPT | None = None, *, seed: int = 0,
+                       device: torch.device | str | None = None) -> LocalPipelineRun:
+    """Run one pipelined step of ``job`` in this process and time every op.
+
+    The job says everything the step is: the model's shape, its dropout and recompute mode, the sequence
+    length, the micro-batch size, the micro-batch count (``job.num_microbatches``: one replica's), the
+    stages, how they are cut (``job.partition``) and the schedule. What only a measurement has: ``model``,
+    the GPT instance to run (default :func:`~batchlab.measure.model.build_model` ``(job, seed)``; one given
+    must be the job's, and holds this step's gradients in ``.grad`` afterwards), ``seed`` (the weights when
+    built here, and the data, :func:`pipeline_batch` ``(job, seed)``) and ``device`` (``None`` keeps the model
+    where it is, anything else moves it there).
+
     The ops of :func:`~batchlab.formulas.pipeline_schedules.schedule_order` run one at a time, in the order of
     their simulated start times (which respects F(s, i) after F(s−1, i) and B(s, i) after B(s+1, i)).
     Each stage boundary is cut (``detach().requires_grad_()``), and a stage's backward feeds the
     gradient received from the next stage into its output, as between two devices. Each micro-batch's
     loss is divided by m, so the gradients are those of the mean loss: they equal gradient accumulation.
-
-    ``device``: where to run; ``None`` keeps the model where it is, anything else moves it there.
-    ``method``: how :func:`split_model` cuts the layers. The model's ``.grad`` are cleared first and hold this step's gradients afterwards.
-
-    Returns a dict: ``"timeline"`` (:class:`~batchlab.formulas.pipeline_schedules.Timeline` of the measured
-    start/end times, seconds after the first op: one process runs one op at a time, so its idle share
-    is about 1 − 1/p whatever the schedule), ``"replayed"`` (the measured op durations replayed under
-    the dependencies: what p devices with free communication would do), ``"loss"`` (the mean loss),
-    ``"grads"`` ({parameter name: gradient}, the GPT's names), ``"p2p_messages"`` and ``"p2p_bytes"``
-    (the tensors that crossed a stage boundary, activations forward and their gradients backward:
-    what devices would send each other, :func:`batchlab.formulas.comm.p2p_bytes`).
     """
-    check_runnable(schedule, pipeline_stages, num_microbatches)
-    p, m = pipeline_stages, num_microbatches
-    stages = split_model(model, p, method)
-    check_no_dropout(model.config)
-    if inputs.shape != targets.shape or inputs.dim() != 2:
-        raise ValueError(f"inputs {tuple(inputs.shape)} 与 targets {tuple(targets.shape)}：必须是形状相同的 [batch, seq]")
-    divides("batch", inputs.shape[0], "num_microbatches", m)
+    check_pipeline_job(job)
+    model = build_model(job, seed) if model is None else check_job_model(job, model)
+    schedule, p, m = job.schedule, job.pipeline_stages, job.num_microbatches
+    stages = split_model(model, p, job.partition)
+    inputs, targets = pipeline_batch(job, seed)
     if device is None:
         device = next(model.parameters()).device
     else:
@@ -210,12 +233,13 @@ def run_pipeline_local(
     ops = tuple(Op(stage=s, microbatch=i, kind=kind, start=start - first, end=end - first)
                 for (kind, s, i), (start, end) in sorted(times.items(), key=lambda kv: kv[1][0]))
     durations = {key: end - start for key, (start, end) in times.items()}
-    return {
-        "timeline": Timeline(schedule, p, m, ops),
-        "replayed": Timeline(schedule, p, m, simulate(orders, durations=durations)),
-        "loss": float(loss_sum) / m,
-        "grads": {name: param.grad.detach().clone() for name, param in model.named_parameters()
-                  if param.grad is not None},
-        "p2p_messages": p2p_messages,
-        "p2p_bytes": p2p_bytes,
-    }
+    return LocalPipelineRun(
+        job=job,
+        timeline=Timeline(schedule, p, m, ops),
+        replayed=Timeline(schedule, p, m, simulate(orders, durations=durations)),
+        loss=float(loss_sum) / m,
+        grads={name: param.grad.detach().clone() for name, param in model.named_parameters()
+               if param.grad is not None},
+        p2p_messages=p2p_messages,
+        p2p_bytes=p2p_bytes,
+    )

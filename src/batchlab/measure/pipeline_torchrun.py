@@ -3,23 +3,28 @@ process per card, started by ``torchrun`` (rank functions of :mod:`batchlab.meas
 
 On an NPU server (8 cards, one process per card, hccl)::
 
-    torchrun --nproc-per-node 4 -m batchlab.measure.pipeline_torchrun --device npu \\
-        --stages 4 --micro-batches 8 --micro-batch-size 8 --seq-len 256 --model gpt2 --n-layer 12
+    torchrun --nproc-per-node 4 -m batchlab.measure.pipeline_torchrun --device npu --model gpt2 \\
+        --pipeline-stages 4 --global-batch 64 --micro-batch 8 --seq-len 256 --precision fp32 --dropout 0
 
 On several NPU servers, one ``torchrun`` per server, the same command on each but ``--node-rank``
-(0 on the server whose address is ``--master-addr``, then 1, 2, ...); ``--stages`` is the total number of
-processes, ``--nnodes`` × ``--nproc-per-node``::
+(0 on the server whose address is ``--master-addr``, then 1, 2, ...); ``--pipeline-stages`` is the total number
+of processes, ``--nnodes`` × ``--nproc-per-node``::
 
     # on server 0 (address 10.0.0.1); on server 1 the same with --node-rank 1
     torchrun --nnodes 2 --node-rank 0 --nproc-per-node 8 \\
       --master-addr 10.0.0.1 --master-port 29500 \\
       -m batchlab.measure.pipeline_torchrun --device npu \\
-      --stages 16 --micro-batches 32 --n-layer 48
+      --pipeline-stages 16 --global-batch 128 --micro-batch 4 --n-layer 48
 
 Without ``torchrun`` (no ``RANK`` in the environment), ``python -m batchlab.measure.pipeline_torchrun ...``
 starts the processes itself through :func:`~batchlab.measure.pipeline_distributed.run_pipeline_distributed`.
 Across servers, each machine's clock is its own, so the timeline is aligned on a barrier at the start of
 each step (good to a message's latency).
+
+The flags that describe the job are the calculator's (``python -m batchlab plan`` and ``pipeline``): one
+:class:`~batchlab.formulas.job.Job` is built from them, validated once, and run; a run computes in fp32
+without dropout (:func:`~batchlab.measure.pipeline_local.check_pipeline_job`), so the GPT-2 presets need
+``--precision fp32 --dropout 0``.
 """
 from __future__ import annotations
 
@@ -28,33 +33,35 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from dataclasses import replace
 
 import torch
 import torch.distributed as dist
 
 from batchlab.formulas.checks import whole
-from batchlab.formulas.pipeline_schedules import bubble_fraction, check_runnable
-from batchlab.formulas.presets import get_config
+from batchlab.formulas.job import Job
+from batchlab.formulas.precision import PRECISIONS
+from batchlab.formulas.presets import PRESETS, get_config
 from batchlab.measure.device import select_device
-from batchlab.measure.pipeline_distributed import (BACKENDS, merge_ranks, one_thread, rank_device, require_pipelining,
-                                                   run_pipeline_distributed, run_rank)
+from batchlab.measure.pipeline_distributed import (BACKENDS, DistributedPipelineRun, merge_ranks, one_thread,
+                                                   rank_device, require_pipelining, run_pipeline_distributed, run_rank)
+from batchlab.measure.pipeline_local import check_pipeline_job
 
 __all__ = ["main"]
 
 
-def _summary(result: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    timeline = result["timeline"]
+def _summary(run: DistributedPipelineRun) -> dict:
+    job, timeline = run.job, run.timeline
     p = timeline.pipeline_stages
     busy = [sum(op.end - op.start for op in timeline.ops if op.stage == s) for s in range(p)]
     return {
-        "schedule": args.schedule, "stages": p, "micro_batches": timeline.num_microbatches,
-        "micro_batch_size": args.micro_batch_size, "seq_len": args.seq_len,
-        "loss": result.get("loss"), "idle_fraction": timeline.idle_fraction,
-        "bubble_formula": bubble_fraction(p, timeline.num_microbatches),
+        "schedule": job.schedule, "pipeline_stages": p, "num_microbatches": timeline.num_microbatches,
+        "micro_batch_size": job.micro_batch_size, "global_batch": job.global_batch, "seq_len": job.seq_len,
+        "loss": run.loss, "idle_fraction": timeline.idle_fraction,
+        "bubble_formula": job.plan.bubble_fraction,
         "makespan_seconds": timeline.makespan, "busy_seconds_per_stage": busy,
-        "step_seconds": result["step_seconds"], "warmup_seconds": result.get("warmup_seconds"),
-        "start_seconds": result.get("start_seconds"),
+        "step_seconds": list(run.step_seconds), "warmup_seconds": run.warmup_seconds,
+        "start_seconds": run.start_seconds,
     }
 
 
@@ -62,16 +69,21 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m batchlab.measure.pipeline_torchrun",
         description="流水线并行实测：每个进程一段（torch.distributed.pipelining）。"
-                    "由 torchrun 启动时每卡一个进程，否则自行启动 --stages 个进程。")
-    parser.add_argument("--stages", type=int, default=None, help="流水线阶段数 p（torchrun 下默认为进程总数）")
-    parser.add_argument("--micro-batches", type=int, default=8, help="微批次数 m")
-    parser.add_argument("--micro-batch-size", type=int, default=4, help="每个微批的序列数 b")
-    parser.add_argument("--seq-len", type=int, default=32)
-    parser.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b")
-    parser.add_argument("--steps", type=int, default=2, help="预热一步之后计时的步数")
-    parser.add_argument("--model", default="tiny", help="预设模型名：tiny, pico, gpt2, ...")
+                    "由 torchrun 启动时每卡一个进程，否则自行启动 --pipeline-stages 个进程。")
+    # The job's flags, spelled as the calculator's (python -m batchlab plan / pipeline)
+    parser.add_argument("--model", default="tiny", choices=list(PRESETS), help="预设模型名（默认 tiny）")
     parser.add_argument("--n-layer", type=int, default=None, help="覆盖预设的层数（须 ≥ 段数）")
     parser.add_argument("--d-model", type=int, default=None, help="覆盖预设的宽度")
+    parser.add_argument("--seq-len", type=int, default=32, help="每条序列的 token 数（默认 32）")
+    parser.add_argument("--global-batch", type=int, default=32, help="每步的序列数（默认 32）")
+    parser.add_argument("--micro-batch", type=int, default=4, help="每个微批的序列数 b（默认 4）")
+    parser.add_argument("--pipeline-stages", type=int, default=None,
+                        help="流水线阶段数 p（torchrun 下默认为进程总数，否则 2）")
+    parser.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b")
+    parser.add_argument("--precision", choices=list(PRECISIONS), default=None, help="实测只支持 fp32")
+    parser.add_argument("--dropout", type=float, default=None, help="流水线实测要求 0（默认：模型的）")
+    # What only a measurement has
+    parser.add_argument("--steps", type=int, default=2, help="预热一步之后计时的步数")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="cpu, cuda, npu（默认自动选择）")
     parser.add_argument("--backend", default=None, help="默认：gloo（cpu）、nccl（cuda）、hccl（npu）")
@@ -82,20 +94,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def job_from_args(args: argparse.Namespace, pipeline_stages: int) -> Job:
+    """The job the flags describe, run on ``pipeline_stages`` processes (ValueError when they describe none)."""
+    overrides = {key: value for key, value in (("n_layer", args.n_layer), ("d_model", args.d_model))
+                 if value is not None}
+    return check_pipeline_job(Job(model=get_config(args.model, **overrides), seq_len=args.seq_len,
+                                  global_batch=args.global_batch, micro_batch_size=args.micro_batch,
+                                  pipeline_stages=pipeline_stages, schedule=args.schedule,
+                                  precision=args.precision, dropout=args.dropout))
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m batchlab.measure.pipeline_torchrun``: under ``torchrun`` (``RANK`` set) this process is one
     rank, one stage; otherwise it starts the ranks itself. Rank 0 (or the launcher) prints a JSON
     summary: idle share of the last step against (p − 1)/(m + p − 1), step and start-up seconds."""
     args = _parser().parse_args(argv)
-    overrides = {key: value for key, value in (("n_layer", args.n_layer), ("d_model", args.d_model))
-                 if value is not None}
-    config = get_config(args.model, **overrides)
     if "RANK" not in os.environ:  # not under torchrun: start the ranks here
         device = args.device or "cpu"
-        result = run_pipeline_distributed(config, args.stages or 2, args.micro_batches, args.micro_batch_size,
-                                          args.seq_len, args.schedule, args.steps, args.seed, args.backend,
-                                          args.start_method if device == "cpu" else "spawn", device=device)
-        print(json.dumps(_summary(result, args), ensure_ascii=False, indent=1))
+        job = job_from_args(args, args.pipeline_stages or 2)
+        result = run_pipeline_distributed(job, steps=args.steps, seed=args.seed, device=device, backend=args.backend,
+                                          start_method=args.start_method if device == "cpu" else "spawn")
+        print(json.dumps(_summary(result), ensure_ascii=False, indent=1))
         return 0
 
     require_pipelining()
@@ -103,32 +122,28 @@ def main(argv: list[str] | None = None) -> int:
     launched = time.perf_counter()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    if args.stages is not None and args.stages != world:
-        raise SystemExit(f"--stages = {args.stages}：必须等于进程总数 WORLD_SIZE = {world}（每个进程一段）")
-    check_runnable(args.schedule, world, args.micro_batches)
+    if args.pipeline_stages is not None and args.pipeline_stages != world:
+        raise SystemExit(f"--pipeline-stages = {args.pipeline_stages}：必须等于进程总数 WORLD_SIZE = {world}（每个进程一段）")
+    job = job_from_args(args, world)
     kind = select_device(args.device).type
     device = rank_device(kind, local_rank)
     backend = args.backend or BACKENDS[kind]
     dist.init_process_group(backend)
     try:
-        result = run_rank(rank, world, config, args.micro_batches, args.micro_batch_size, args.seq_len,
-                           args.schedule, whole("steps", args.steps), args.seed, device)
-        result["ready"] -= launched  # seconds since this process started its work
-        if args.grads is None:
-            result.pop("grads")  # too large to gather in general; the summary does not need them
+        result = run_rank(rank, job, whole("steps", args.steps), args.seed, device)
+        # seconds since this process started its work; the gradients are too large to gather in general
+        result = replace(result, ready=result.ready - launched, grads=result.grads if args.grads is not None else {})
         gathered = [None] * world if rank == 0 else None
         dist.gather_object(result, gathered, dst=0)
     finally:
         dist.destroy_process_group()
     if rank == 0:
         one_host = int(os.environ.get("LOCAL_WORLD_SIZE", world)) == world
-        for r in gathered:
-            r.setdefault("grads", {})
-        merged = merge_ranks(gathered, args.schedule, args.micro_batches, align="clock" if one_host else "barrier")
+        merged = merge_ranks(gathered, job, align="clock" if one_host else "barrier")
         if args.grads is not None:  # the tied wte.weight: both hosts' parts summed, as one process would have it
-            torch.save(merged["grads"], args.grads)
-        merged["start_seconds"] = max(r["ready"] for r in gathered)
-        print(json.dumps(_summary(merged, args), ensure_ascii=False, indent=1))
+            torch.save(merged.grads, args.grads)
+        merged = replace(merged, start_seconds=max(r.ready for r in gathered))
+        print(json.dumps(_summary(merged), ensure_ascii=False, indent=1))
     return 0
 
 

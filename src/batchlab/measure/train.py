@@ -7,6 +7,12 @@ whole batch's mean loss, so accumulation changes memory, not the mathematics.
 Batches come from a private generator: the same ``seed`` gives the same batches, whatever the
 accumulation, and nothing global is seeded.
 
+A run of a :class:`~batchlab.formulas.job.Job` (``train(model, data, job=job, ...)``) takes the batch and its
+cut from the job — ``job.global_batch`` sequences in ``job.num_microbatches`` micro-batches of
+``job.micro_batch_size`` — and a GPT must be the job's (its dropout is the job's: training can have dropout,
+drawn from a generator seeded by ``seed``). Any other module (4.2's and 4.6's bigram and BatchNorm models,
+which no job describes) is trained with ``batch_size`` and ``num_microbatches``.
+
 The learning-rate rules it follows (``lr_schedule``, ``scale_lr``) live in the torch-free
 :mod:`batchlab.formulas.scaling` and are re-exported here.
 """
@@ -20,8 +26,9 @@ import torch
 from torch import nn
 
 from batchlab.formulas.checks import at_most, divides, positive as _positive, whole as _whole
+from batchlab.formulas.job import Job
 from batchlab.formulas.scaling import batch_size_at, lr_schedule
-from batchlab.measure.model import LossFn, next_token_loss
+from batchlab.measure.model import GPT, LossFn, check_job_model, next_token_loss
 
 __all__ = ["STEPS_TO_TARGET_RTOL", "steps_to_target", "History", "OPTIMIZERS", "make_optimizer", "train", "sweep"]
 
@@ -107,14 +114,15 @@ def train(
     model: nn.Module,
     data,
     *,
-    batch_size: int,
+    batch_size: int | None = None,
     steps: int,
     optimizer: str | OptimizerFactory = "adam",
     lr: float,
     weight_decay: float | None = None,
     warmup_steps: int = 0,
     decay: Literal["constant", "cosine"] = "constant",
-    num_microbatches: int = 1,
+    num_microbatches: int | None = None,
+    job: Job | None = None,
     batch_increase: tuple[int, int] | None = None,
     eval_data=None,
     eval_every: int | None = None,
@@ -133,7 +141,13 @@ def train(
     sequences actually used). The learning rate follows :func:`lr_schedule` (``total_steps`` = ``steps``). With ``eval_data``,
     the eval loss is recorded before training, every ``eval_every`` steps (default: steps // 10)
     and after the last step.
+
+    ``job``: the batch arithmetic from a :class:`~batchlab.formulas.job.Job` instead — ``batch_size`` =
+    ``job.global_batch``, ``num_microbatches`` = ``job.num_microbatches`` (give neither); one process
+    accumulates the micro-batches in turn, so the job has one stage and no data parallel, and a GPT ``model``
+    must be the job's (:func:`~batchlab.measure.model.check_job_model`).
     """
+    batch_size, num_microbatches = _batch_arithmetic(model, job, batch_size, num_microbatches)
     n = len(data)
     batch_size = _whole("batch_size", batch_size, 1)
     steps = _whole("steps", steps, 1)
@@ -206,6 +220,25 @@ def train(
     if bar is not None:
         bar.close()
     return history
+
+
+def _batch_arithmetic(model: nn.Module, job: Job | None, batch_size: int | None,
+                      num_microbatches: int | None) -> tuple[int, int]:
+    """(batch size, micro-batch count) of a :func:`train` run: the job's, or the ones given (count default 1)."""
+    if job is None:
+        if batch_size is None:
+            raise ValueError("batch_size：请给出每步的序列数，或给出 job")
+        return batch_size, 1 if num_microbatches is None else num_microbatches
+    if not isinstance(job, Job):
+        raise ValueError(f"job = {type(job).__name__}：必须是 Job（batchlab.formulas.job.Job）")
+    if batch_size is not None or num_microbatches is not None:
+        raise ValueError("job 与 batch_size/num_microbatches 只能给一种：作业已经说了批大小和微批次数")
+    if job.pipeline_stages != 1 or job.data_parallel != 1:
+        raise ValueError(f"job：train 在一个进程里依次累积微批次，作业须是 pipeline_stages = 1、data_parallel = 1"
+                         f"（现在是 {job.pipeline_stages} 和 {job.data_parallel}）")
+    if isinstance(model, GPT):
+        check_job_model(job, model)
+    return job.global_batch, job.num_microbatches
 
 
 STEPS_TO_TARGET_RTOL = 1e-5
