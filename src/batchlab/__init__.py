@@ -1,5 +1,18 @@
 """batchlab: the shared code of the book 《Batch Size 核心概念》.
 
+**In a notebook**, one import reaches everything the chapters use (the habit of d2l's
+``from d2l import torch as d2l``)::
+
+    import batchlab as bl
+    job = bl.Job(bl.get_config("gpt2-xl"), seq_len=1024, global_batch=64, micro_batch_size=2,
+                 pipeline_stages=4, data_parallel=2)
+    bl.stage_memory(job)
+
+Each name is defined in one module of one layer (the table :data:`SURFACE`; the API reference lists
+them under their modules) and loaded on first use, so ``bl.stage_memory`` does not import torch and the
+browser, which runs ``formulas`` and ``page``, never does. Inside the package every module imports a
+name from the module that defines it, never from here.
+
 One sub-package per layer; the folder says the layer, the file name the topic. Calls go one way —
 ``apps`` and the notebooks join ``ui`` and ``measure``, which both call ``lecture`` and ``formulas`` —
 and ``tests/test_layers.py`` states that as rules on these paths.
@@ -15,7 +28,97 @@ and ``tests/test_layers.py`` states that as rules on these paths.
   ``lecture`` only): each explorer's declaration, the colours, numbers for people.
 * ``ui`` — figures, the explorers' widgets, exercises and tables (no formula of its own, no torch).
 * ``apps`` — ``python -m batchlab`` (``cli``) and grading a class's notebooks (``grade``).
-
-Import the module you need: ``from batchlab.formulas.batching import plan_batch``.
 """
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+SURFACE: dict[str, tuple[str, ...]] = {
+    # 公式：数字进、数字出（不需要 torch）
+    "formulas.batching": ("GRAD_ACCUM_READINGS", "plan_batch"),
+    "formulas.comm": ("p2p_bytes", "p2p_messages", "step_communication"),
+    "formulas.effects": ("batch_effects", "effect_ratios", "EFFECTS", "MEMORY_EFFECT"),
+    "formulas.fit": ("least_squares_line",),
+    "formulas.job": ("Job", "OPTIMIZER_NAMES"),
+    "formulas.memory": ("bytes_per_param", "grow_micro_batch", "layer_activation_bytes", "logit_bytes",
+                        "stage_activation_bytes", "stage_memory"),
+    "formulas.partition": ("partition_layers", "PARTITION_METHODS", "stage_forward_flops"),
+    "formulas.pipeline_schedules": ("bubble_fraction", "in_flight_microbatches", "pipeline_timeline",
+                                    "SCHEDULES"),
+    "formulas.precision": ("element_bytes", "PRECISIONS"),
+    "formulas.presets": ("get_config", "layer_forward_flops"),
+    "formulas.roofline": ("arithmetic_intensity", "DEVICE_PRESETS", "tokens_per_matmul"),
+    "formulas.scaling": ("fit_steps_samples", "LR_RULES", "samples_over_min", "scale_lr",
+                         "steps_over_min"),
+    "formulas.throughput": ("model_step",),
+    "formulas.tune": ("runnable_micro_batch_sizes", "tune"),
+    # 原文：案例数据与判定标准
+    "lecture.audit": ("audit_case", "matching_settings", "memory_grid", "modelled_speedup"),
+    "lecture.case": ("CASE_STUDY", "CASE_STUDY_TUNED"),
+    "lecture.claims": ("at_grid_edge", "CLAIMS"),
+    "lecture.verdicts": ("beats", "beats_like_with_like", "best_rate_grows", "holds_in_every_seed",
+                         "in_band", "later_rises", "loss_after", "loss_at_samples", "lowest_at_budgets",
+                         "moved_besides", "only_memory_moves", "oscillates", "same_update",
+                         "samples_to_target", "straight_line_residual", "UNTESTABLE", "update_verdict",
+                         "VERDICT", "wins_per_seed"),
+    # 测量：在读者的设备上用 torch 实测
+    "measure.accumulation": ("batch_gradients", "BatchNormLM", "mask_after", "random_lengths",
+                             "relative_gap"),
+    "measure.data": ("make_corpus",),
+    "measure.device": ("select_device",),
+    "measure.device_memory": ("describe", "memory_info"),
+    "measure.matmul": ("bench_matmul", "efficiency", "measure_ceilings"),
+    "measure.memory": ("find_micro_batch", "model_state_bytes", "saved_activation_bytes", "timed_step"),
+    "measure.model": ("BigramLM", "build_model", "GPT"),
+    "measure.noise": ("gradient_cloud", "gradient_trace_cov", "minibatch_error",
+                      "noise_scale_from_batches", "noise_scale_simple", "per_sample_grads"),
+    "measure.npu_smi": ("parse_npu_smi", "read_npu_smi", "sample_text"),
+    "measure.pipeline_distributed": ("run_pipeline_distributed",),
+    "measure.pipeline_local": ("pipeline_batch", "run_pipeline_local"),
+    "measure.train": ("steps_to_target", "sweep", "train"),
+    # 网页也运行的部分：探索器的声明、给人读的数字
+    "page.batch": ("BatchExplorer",),
+    "page.memory": ("MemoryExplorer",),
+    "page.noise": ("NoiseExplorer",),
+    "page.numbers": ("count", "decimal", "estimate", "float_gap", "labelled", "listed", "percent",
+                     "ratio", "scientific", "size", "span", "tally"),
+    "page.tradeoff": ("TradeoffExplorer",),
+    # 图、控件、表格与练习
+    "ui.claims": ("claim_card", "claim_cards"),
+    "ui.convergence": ("plot_steps_samples", "plot_training_curves"),
+    "ui.diagrams": ("draw_batch_anatomy",),
+    "ui.efficiency": ("plot_matmul_rates", "plot_roofline"),
+    "ui.exercises": ("check",),
+    "ui.explorer_widget": ("ExplorerWidget",),
+    "ui.memory": ("plot_activation_check", "plot_memory_audit", "plot_memory_by_batch",
+                  "plot_schedule_memory"),
+    "ui.misconceptions": ("plot_early_late", "plot_lr_sweep", "plot_what_moves"),
+    "ui.names": ("name",),
+    "ui.noise": ("plot_estimate_error", "plot_variance_curve"),
+    "ui.pipeline": ("plot_pipeline_timelines",),
+    "ui": ("style",),
+    "ui.tables": ("text_table",),
+}
+"""The notebooks' public names, by the module (under ``batchlab.``) that defines each one. A name that
+is a module (``style``) is that module."""
+
+_HOME = {name: module for module, names in SURFACE.items() for name in names}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    """``bl.<name>``: the name from its defining module, imported on first use."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'batchlab' has no attribute {name!r}")
+    home = importlib.import_module(f"batchlab.{module}")
+    value = getattr(home, name) if hasattr(home, name) else importlib.import_module(f"batchlab.{module}.{name}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

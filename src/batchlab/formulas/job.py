@@ -13,6 +13,7 @@ The vocabularies of the choices (with the labels readers see) live here too, onc
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from batchlab.formulas.batching import BatchPlan, plan_batch
 from batchlab.formulas.checks import at_most, between, fraction, one_of, whole
@@ -176,6 +177,13 @@ class Job:
         record = {f.name: getattr(self, f.name) for f in fields(self)}
         record["model"] = asdict(self.model)
         return record
+
+    @classmethod
+    def one_device(cls, model: GPTConfig, micro_batch_size: int, seq_len: int, **settings: Any) -> "Job":
+        """A job that runs whole on one device: one stage, one replica, one micro-batch a step (the global
+        batch is the micro-batch). ``settings`` are the other fields (``precision``, ``recompute``, …)."""
+        return cls(model, seq_len=seq_len, global_batch=micro_batch_size, micro_batch_size=micro_batch_size,
+                   **settings)
 
     @classmethod
     def from_record(cls, record: dict) -> "Job":

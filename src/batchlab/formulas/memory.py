@@ -115,10 +115,11 @@ def logit_bytes(job: Job) -> int:
     return LOGIT_BYTES * job.seq_len * job.micro_batch_size * job.model.vocab_size
 
 
-def stage_activation_bytes(job: Job, stage: Stage) -> int:
-    """Activation bytes one micro-batch leaves on ``stage``: its layers, plus the token ids (and the
-    embedding's dropout mask) on the first stage, plus the final LayerNorm, head inputs and fp32
-    log-softmax on the last."""
+def stage_activation_bytes(job: Job, stage: Stage | None = None) -> int:
+    """Activation bytes one micro-batch leaves on ``stage`` (default: the job's first): its layers, plus
+    the token ids (and the embedding's dropout mask) on the first stage, plus the final LayerNorm, head
+    inputs and fp32 log-softmax on the last."""
+    stage = job.stages[0] if stage is None else stage
     s, b, h = job.seq_len, job.micro_batch_size, job.model.d_model
     total = stage.num_layers * layer_activation_bytes(job)
     if stage.has_embedding:

@@ -60,6 +60,13 @@ class TokenDataset:
         idx = torch.as_tensor(indices, dtype=torch.long)
         return self.inputs[idx], self.targets[idx]
 
+    def head(self, count: int, seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first ``count`` sequences, cut to their first ``seq_len`` tokens, as copies: a memory
+        measurement of this batch sees only its own storage, not the whole corpus's."""
+        x, y = self.batch(range(count))
+        seq_len = x.shape[1] if seq_len is None else seq_len
+        return x[:, :seq_len].clone(), y[:, :seq_len].clone()
+
 
 def markov_source(vocab_size: int = 64, branching: int = 4, seed: int = 0) -> MarkovSource:
     """A chain in which each token is followed by one of ``branching`` likely successors."""
