@@ -5,7 +5,7 @@ this tool writes it into the chapters as a Markdown cell a reader sees without r
 by a short self-check cell:
 
     answer = None  # 换成你的答案
-    check("4.3-1", answer)
+    bl.check("4.3-1", answer)
 
 Its output ("还没有作答…" until a student answers) stays in the notebook for nbval and is left out of the
 HTML book (``remove-output``).
@@ -44,7 +44,7 @@ def question_markdown(exercise_id: str) -> str:
 
 def check_source(exercise_id: str) -> str:
     """The self-check cell under the question."""
-    return f'answer = None  # 换成你的答案\ncheck("{exercise_id}", answer)'
+    return f'answer = None  # 换成你的答案\nbl.check("{exercise_id}", answer)'
 
 
 def exercise_ids(cell: nbformat.NotebookNode) -> list[str]:
