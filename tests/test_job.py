@@ -193,3 +193,17 @@ def test_a_device_curve_is_one_call():
     assert by_hand == []  # the chapters call the preset, not the formula with its figures retyped
     with pytest.raises(ValueError, match="end = 'mid'"):
         npu.curve(XL, "mid")
+
+
+def test_a_one_device_job_is_one_stage_one_replica_one_micro_batch():
+    from batchlab.formulas.memory import stage_activation_bytes
+
+    tiny = get_config("tiny")
+    job = Job.one_device(tiny, 8, 32, recompute="selective")
+    assert (job.pipeline_stages, job.data_parallel, job.num_microbatches) == (1, 1, 1)
+    assert (job.global_batch, job.micro_batch_size, job.seq_len, job.recompute) == (8, 8, 32, "selective")
+    assert job == Job(tiny, seq_len=32, global_batch=8, micro_batch_size=8, recompute="selective")
+    # the first stage is the default stage, and one stage holds the whole model
+    assert stage_activation_bytes(job) == stage_activation_bytes(job, job.stages[0])
+    with pytest.raises(ValueError):
+        Job.one_device(tiny, 0, 32)

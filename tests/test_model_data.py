@@ -89,3 +89,13 @@ def test_markov_source_entropy_rate_and_stationarity():
 @pytest.mark.parametrize("name", ["tiny", "pico"])
 def test_small_presets_build_with_the_counted_parameters(name):
     assert GPT(get_config(name)).num_params() == count_params(get_config(name))
+
+
+def test_head_is_a_copy_of_the_first_sequences_cut_to_length():
+    data = make_corpus(num_sequences=16, seq_len=12, seed=0)
+    x, y = data.head(4, 5)
+    assert x.shape == y.shape == (4, 5)
+    assert torch.equal(x, data.inputs[:4, :5]) and torch.equal(y, data.targets[:4, :5])
+    # its own storage: a memory measurement of this batch does not count the corpus
+    assert x.untyped_storage().nbytes() == x.numel() * x.element_size()
+    assert data.head(3)[0].shape == (3, 12)
