@@ -295,16 +295,15 @@ def bench_matmul_claims(rounds: int = 3, attempts: int = 5) -> dict:
 
     best: dict[int, float] = {}
     for _ in range(rounds):
-        for row in bench_matmul([1, 128], device="cpu", repeats=3)["results"]:
-            best[row["m"]] = max(best.get(row["m"], 0.0), row["tflops"])
+        for row in bench_matmul([1, 128], device="cpu", repeats=3).results:
+            best[row.m] = max(best.get(row.m, 0.0), row.tflops)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread: its CPU time against wall time says whether it had its core
     try:
         ratios, shares = [], []
         for _ in range(attempts):
             wall, cpu = time.perf_counter(), time.thread_time()
-            harness = bench_matmul([1024], k=1024, n=1024, device="cpu", repeats=3, min_seconds=0.1)
-            harness = harness["results"][0]["seconds"]
+            harness = bench_matmul([1024], k=1024, n=1024, device="cpu", repeats=3, min_seconds=0.1).results[0].seconds
             bare = bare_matmul_seconds(1024, 1024, 1024, number=math.ceil(0.1 / harness), repeats=3)
             shares.append((time.thread_time() - cpu) / (time.perf_counter() - wall))
             if shares[-1] >= 0.9:

@@ -98,16 +98,17 @@ def book_style():
         yield
 
 
-def noise_data(n: int = 256) -> tuple[dict, dict]:
-    """A gradient cloud and error statistics shaped like :mod:`batchlab.measure.noise`'s, without torch."""
+def noise_data(n: int = 256) -> tuple[SimpleNamespace, SimpleNamespace]:
+    """A gradient cloud and error statistics shaped like :mod:`batchlab.measure.noise`'s records
+    (``GradientCloud``, ``MinibatchError``), without torch."""
     rng = np.random.default_rng(0)
     center = np.array([1.0, 0.0])
     shrink = [math.sqrt((n - b) / (n - 1) / b) for b in SIZES]
-    cloud = {"batch_sizes": SIZES, "center": center,
-             "points": [center + rng.normal(size=(200, 2)) * np.array([0.3, 1.0]) * f for f in shrink]}
-    stats = {"batch_sizes": SIZES, "rel_error": [1.02 * f for f in shrink], "rel_error_theory": shrink,
-             "cosine": [1 / math.sqrt(1 + f * f) for f in shrink], "sq_error": [1.01 * f * f for f in shrink],
-             "sq_error_theory": [f * f for f in shrink], "sq_error_iid": [1.0 / b for b in SIZES]}
+    cloud = SimpleNamespace(batch_sizes=SIZES, center=center,
+                            points=[center + rng.normal(size=(200, 2)) * np.array([0.3, 1.0]) * f for f in shrink])
+    stats = SimpleNamespace(batch_sizes=SIZES, rel_error=[1.02 * f for f in shrink], rel_error_theory=shrink,
+                            cosine=[1 / math.sqrt(1 + f * f) for f in shrink], sq_error=[1.01 * f * f for f in shrink],
+                            sq_error_theory=[f * f for f in shrink], sq_error_iid=[1.0 / b for b in SIZES])
     return cloud, stats
 
 
@@ -121,10 +122,11 @@ def histories(batch_sizes=(8, 32, 128, 512), budget: int = 2048) -> list:
     return out
 
 
-def matmul_reports() -> list[dict]:
+def matmul_reports() -> list[SimpleNamespace]:
+    """Reports shaped like :class:`batchlab.measure.matmul.MatmulBench` (the fields the figure reads), without torch."""
     ms = [1, 4, 16, 64, 256, 1024, 4096]
-    return [{"dtype": d, "device": "cpu", "results": [{"m": m, "k": 1024, "n": 4096, "tflops": f * m / (m + 64)}
-                                                      for m in ms]} for d, f in (("float32", 0.5), ("bfloat16", 1.1))]
+    return [SimpleNamespace(dtype=d, device="cpu", results=[SimpleNamespace(m=m, k=1024, n=4096, tflops=f * m / (m + 64))
+                                                            for m in ms]) for d, f in (("float32", 0.5), ("bfloat16", 1.1))]
 
 
 def _ratios() -> dict:
@@ -134,10 +136,10 @@ def _ratios() -> dict:
                           "bubble_fraction": 0.52, "p2p_messages": 2.0, "allreduce_mib_per_sample": 0.5}}
 
 
-def _estimate_stats() -> dict:
+def _estimate_stats() -> SimpleNamespace:
     _, stats = noise_data()
-    return {**stats, "batch_sizes": [*SIZES, 256], "rel_error": [*stats["rel_error"], 0.0],
-            "rel_error_theory": [*stats["rel_error_theory"], 0.0], "cosine": [*stats["cosine"], 1.0]}
+    return SimpleNamespace(**{**vars(stats), "batch_sizes": [*SIZES, 256], "rel_error": [*stats.rel_error, 0.0],
+                              "rel_error_theory": [*stats.rel_error_theory, 0.0], "cosine": [*stats.cosine, 1.0]})
 
 
 # Each figure function of batchlab.ui, as a chapter calls it (the notebooks' stacked figures included).
@@ -354,6 +356,14 @@ def test_the_rule_on_controls_can_fail():
     assert _text_px(max(PRECISIONS.values(), key=_text_px)) > 460 - 150 - 36
 
 
+def _called(node: ast.AST) -> str | None:
+    """The name a call calls, bare or through the package (``NoiseExplorer(…)`` and ``bl.NoiseExplorer(…)``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
 def _explorer_calls() -> list[tuple[str, str, str]]:
     """(chapter, explorer class, its call's arguments as source) for each cell that ends in an explorer
     (``ExplorerWidget(MemoryExplorer(...))``: the declaration's call inside)."""
@@ -368,14 +378,12 @@ def _explorer_calls() -> list[tuple[str, str, str]]:
             except SyntaxError:
                 continue
             last = body[-1] if body else None
-            if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
-                    and isinstance(last.value.func, ast.Name) and last.value.func.id == "ExplorerWidget":
+            if isinstance(last, ast.Expr) and _called(last.value) == "ExplorerWidget":
                 last = ast.Expr(last.value.args[0]) if last.value.args else None
-            if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
-                    and isinstance(last.value.func, ast.Name) and last.value.func.id.endswith("Explorer"):
+            if isinstance(last, ast.Expr) and (_called(last.value) or "").endswith("Explorer"):
                 call = last.value
                 args = [ast.unparse(a) for a in call.args] + sorted(ast.unparse(k) for k in call.keywords)
-                calls.append((path.stem, call.func.id, ", ".join(args)))
+                calls.append((path.stem, _called(call), ", ".join(args)))
     return calls
 
 

@@ -18,6 +18,7 @@ import json
 import sys
 import zipfile
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -54,10 +55,12 @@ def _curve():
 def _noise() -> NoiseExplorer:
     """A small measured-looking run: the cloud shrinks as 1/√B, the last B is the whole data set."""
     sizes = [1, 2, 4, 8]
-    cloud = {"batch_sizes": sizes, "center": [1.0, 0.0],
-             "points": [[[1 + 0.3 * k / b ** 0.5, 0.2 * (k % 3 - 1) / b ** 0.5] for k in range(-4, 5)] for b in sizes]}
-    stats = {"batch_sizes": sizes, "rel_error": [0.9, 0.6, 0.4, 0.0], "rel_error_theory": [0.95, 0.62, 0.38, 0.0],
-             "cosine": [0.7, 0.8, 0.9, 1.0], "sq_error": [0.8, 0.36, 0.16, 0.0], "sq_error_theory": [0.9, 0.38, 0.14, 0.0]}
+    cloud = SimpleNamespace(batch_sizes=sizes, center=[1.0, 0.0],  # the fields of measure.noise's records
+                            points=[[[1 + 0.3 * k / b ** 0.5, 0.2 * (k % 3 - 1) / b ** 0.5] for k in range(-4, 5)]
+                                    for b in sizes])
+    stats = SimpleNamespace(batch_sizes=sizes, rel_error=[0.9, 0.6, 0.4, 0.0], rel_error_theory=[0.95, 0.62, 0.38, 0.0],
+                            cosine=[0.7, 0.8, 0.9, 1.0], sq_error=[0.8, 0.36, 0.16, 0.0],
+                            sq_error_theory=[0.9, 0.38, 0.14, 0.0])
     return NoiseExplorer(cloud, stats, base_batch=2, lr_rule="sqrt")
 
 

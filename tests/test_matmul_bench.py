@@ -13,8 +13,8 @@ import torch
 
 from batchlab.apps import cli
 from batchlab.apps.cli import main
-from batchlab.measure.matmul import (DEFAULT_MS, DTYPES, _cpu_has_fp16_kernel, bench_matmul,
-                                   efficiency, measure_ceilings)
+from batchlab.measure.matmul import (DEFAULT_MS, DTYPES, DeviceCeilings, MatmulBench, MatmulTiming,
+                                   _cpu_has_fp16_kernel, bench_matmul, efficiency, measure_ceilings)
 from batchlab.formulas.precision import ELEMENT_BYTES
 from batchlab.formulas.roofline import matmul_flops
 
@@ -23,12 +23,17 @@ ROW_KEYS = {"m", "k", "n", "seconds", "tflops"}
 
 def test_bench_returns_positive_numbers_for_the_requested_shapes():
     report = bench_matmul([1, 3, 16], k=64, n=128, device="cpu", repeats=2, min_seconds=0.002)
-    assert report["device"] == "cpu" and report["dtype"] == "float32" and report["device_name"]
-    assert [(r["m"], r["k"], r["n"]) for r in report["results"]] == [(1, 64, 128), (3, 64, 128), (16, 64, 128)]
-    for row in report["results"]:
-        assert set(row) == ROW_KEYS and row["seconds"] > 0 and row["tflops"] > 0
-        assert row["tflops"] == pytest.approx(matmul_flops(row["m"], 64, 128) / row["seconds"] / 1e12)
-    fractions = efficiency(report["results"])
+    assert isinstance(report, MatmulBench) and report.threads == torch.get_num_threads()
+    assert report.device == "cpu" and report.dtype == "float32" and report.device_name
+    assert (report.repeats, report.min_seconds) == (2, 0.002)
+    assert [(r.m, r.k, r.n) for r in report.results] == [(1, 64, 128), (3, 64, 128), (16, 64, 128)]
+    for row in report.results:
+        assert isinstance(row, MatmulTiming) and row.seconds > 0 and row.tflops > 0
+        assert row.tflops == pytest.approx(matmul_flops(row.m, 64, 128) / row.seconds / 1e12)
+    record = report.as_record()  # what --json prints: plain dicts and lists
+    assert [set(r) for r in record["results"]] == [ROW_KEYS] * 3 and record["results"][0]["m"] == 1
+    assert json.loads(json.dumps(record)) == record
+    fractions = efficiency(report.results)
     assert max(fractions) == 1.0 and all(0 < f <= 1 for f in fractions)
 
 
@@ -36,12 +41,12 @@ def test_dtypes_match_the_roofline_table_and_bfloat16_runs():
     assert set(DTYPES) == set(ELEMENT_BYTES) and DEFAULT_MS == (1, 2, 4, 8, 16, 32, 64, 128)
     assert cli._BENCH_MS == DEFAULT_MS  # the CLI's copy, kept torch-free for --help
     report = bench_matmul([2], k=32, n=32, dtype="bfloat16", device="cpu", repeats=1, min_seconds=0.001)
-    assert report["dtype"] == "bfloat16" and report["results"][0]["tflops"] > 0
+    assert report.dtype == "bfloat16" and report.results[0].tflops > 0
 
 
 def test_float16_runs_or_is_refused_clearly():
     if _cpu_has_fp16_kernel():
-        assert bench_matmul([2], 32, 32, "float16", "cpu", 1, 0.001)["results"][0]["seconds"] > 0
+        assert bench_matmul([2], 32, 32, "float16", "cpu", 1, 0.001).results[0].seconds > 0
     else:  # no oneDNN fp16 kernel: torch's fallback is ~1000× slower than fp32, not a hardware curve
         with pytest.raises(ValueError, match="dtype = 'float16'：这台 CPU 没有 float16 矩阵乘法内核"):
             bench_matmul([2], 32, 32, "float16", "cpu")
@@ -84,10 +89,12 @@ def test_the_harness_reports_the_calls_own_time(monkeypatch):
 
 def test_measure_ceilings_gives_both_roofs_and_their_ridge():
     ceilings = measure_ceilings("cpu", size=256, copy_mib=8, repeats=2, min_seconds=0.002)
-    assert ceilings["peak_flops"] > 0 and ceilings["memory_bandwidth"] > 0
-    assert ceilings["copy_bytes"] == 2 * 8 * 2**20
-    assert ceilings["ridge_point"] == pytest.approx(ceilings["peak_flops"] / ceilings["memory_bandwidth"])
-    assert ceilings["peak_flops"] == pytest.approx(matmul_flops(256, 256, 256) / ceilings["matmul_seconds"])
+    assert isinstance(ceilings, DeviceCeilings) and ceilings.device == "cpu" and ceilings.matmul_size == 256
+    assert ceilings.peak_flops > 0 and ceilings.memory_bandwidth > 0 and ceilings.copy_seconds > 0
+    assert ceilings.copy_bytes == 2 * 8 * 2**20
+    assert ceilings.ridge_point == pytest.approx(ceilings.peak_flops / ceilings.memory_bandwidth)
+    assert ceilings.peak_flops == pytest.approx(matmul_flops(256, 256, 256) / ceilings.matmul_seconds)
+    assert ceilings.as_record()["ridge_point"] == ceilings.ridge_point
 
 
 @pytest.mark.parametrize("call, message", [
@@ -150,7 +157,7 @@ def test_a_hopeless_benchmark_is_refused_after_the_probe_without_timing_the_larg
         bench_matmul([512, 1024], k=64, n=64, device="cpu", repeats=1, min_seconds=1e-6, max_seconds=1e-6)
     assert rows[-2:] == [64, 64] and max(rows) == 64  # the probe (kernel selection + a timed call), nothing larger
     rows.clear()
-    assert bench_matmul([512, 1024], k=64, n=64, device="cpu", repeats=1, min_seconds=1e-6)["results"]
+    assert bench_matmul([512, 1024], k=64, n=64, device="cpu", repeats=1, min_seconds=1e-6).results
     probe = rows.index(64)
     assert rows[probe:probe + 4] == [64, 64, 512, 1024]  # then each m once, smallest first, before the samples
 

@@ -33,10 +33,10 @@ def test_measured_error_follows_tr_sigma_over_b(grads):
     stats = minibatch_error(ps, [1, 4, 16, 64], num_draws=400, seed=0)
     # 400 draws: the mean of a squared error has a relative spread of a few percent; 15% is generous
     # and still catches a wrong power of B (a factor of 2 at B = 4).
-    for measured, theory in zip(stats["sq_error"][:3], stats["sq_error_theory"][:3]):
+    for measured, theory in zip(stats.sq_error[:3], stats.sq_error_theory[:3]):
         assert measured == pytest.approx(theory, rel=0.15)
-    assert stats["sq_error"][3] == pytest.approx(0.0, abs=1e-6)  # B = N is the full gradient
-    assert stats["cosine"] == sorted(stats["cosine"]) and stats["cosine"][-1] == pytest.approx(1.0)
+    assert stats.sq_error[3] == pytest.approx(0.0, abs=1e-6)  # B = N is the full gradient
+    assert list(stats.cosine) == sorted(stats.cosine) and stats.cosine[-1] == pytest.approx(1.0)
 
 
 def test_trace_cov_of_known_points():
@@ -48,8 +48,8 @@ def test_minibatch_error_reports_the_infinite_data_law_and_rejects_bad_input():
     ps = torch.randn(32, 5, generator=torch.Generator().manual_seed(0))
     stats = minibatch_error(ps, [1, 4], num_draws=10)
     trace = gradient_trace_cov(ps)
-    assert stats["sq_error_iid"] == pytest.approx([trace, trace / 4])
-    assert stats["sq_error_theory"][1] == pytest.approx(trace / 4 * 28 / 31)
+    assert stats.sq_error_iid == pytest.approx((trace, trace / 4))
+    assert stats.sq_error_theory[1] == pytest.approx(trace / 4 * 28 / 31)
     with pytest.raises(ValueError, match="num_draws = 0"):
         minibatch_error(ps, [1], num_draws=0)
     with pytest.raises(ValueError, match="batch_size = 2.5：必须是 ≥ 1 的整数"):

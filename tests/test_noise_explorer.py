@@ -1,4 +1,5 @@
 import warnings
+from dataclasses import replace
 
 import matplotlib
 
@@ -46,7 +47,7 @@ def precomputed(tiny_grads):
 
 def test_cloud_shrinks_as_the_batch_grows(precomputed):
     cloud, _ = precomputed
-    spread = [float(np.linalg.norm(p - cloud["center"], axis=1).mean()) for p in cloud["points"]]
+    spread = [float(np.linalg.norm(p - cloud.center, axis=1).mean()) for p in cloud.points]
     assert all(a > b for a, b in zip(spread, spread[1:])), spread
     assert spread[-1] == pytest.approx(0.0, abs=1e-9)  # B = N: every draw is G itself
     # Doubling B shrinks the spread by about √2 (with the finite-population factor, a bit more).
@@ -63,12 +64,12 @@ def test_cloud_coordinates_are_the_projection_onto_e1_and_e2():
     sideways = (ps - full) - ((ps - full) @ e1)[:, None] * e1
     e2 = torch.linalg.svd(sideways, full_matrices=False).Vh[0]
     coords = torch.stack([ps @ e1, ps @ e2], dim=1).numpy()
-    single = cloud["points"][0]  # B = 1: each point is one sample's coordinates (e2's sign is free)
+    single = cloud.points[0]  # B = 1: each point is one sample's coordinates (e2's sign is free)
     for x, y in single:
         assert np.isclose(coords[:, 0], x).any() and np.isclose(np.abs(coords[:, 1]), abs(y)).any()
-    assert cloud["center"] == pytest.approx([float(full.norm()), 0.0], abs=1e-9)
-    assert np.allclose(cloud["points"][1], cloud["center"])
-    assert 0.0 < cloud["captured"] <= 1.0
+    assert cloud.center == pytest.approx([float(full.norm()), 0.0], abs=1e-9)
+    assert np.allclose(cloud.points[1], cloud.center)
+    assert 0.0 < cloud.captured <= 1.0 and cloud.num_samples == 40
 
 
 def test_cloud_rejects_bad_input(tiny_grads):
@@ -93,9 +94,9 @@ def test_every_control_changes_the_summary(precomputed, control, value):
     explorer.controls[control].value = value
     after = explorer.summary.value
     assert after != before
-    i = stats["batch_sizes"].index(explorer.controls["batch_size"].value)
+    i = stats.batch_sizes.index(explorer.controls["batch_size"].value)
     assert f"B = <b>{explorer.controls['batch_size'].value}</b>" in after
-    assert f"{stats['rel_error'][i]:.3f}" in after and f"{stats['cosine'][i]:.3f}" in after
+    assert f"{stats.rel_error[i]:.3f}" in after and f"{stats.cosine[i]:.3f}" in after
     assert f"学习率 <b>{explorer_lr(explorer):.3g}</b>" in after
 
 
@@ -117,7 +118,7 @@ def test_explorer_moves_points_without_leaking_figures(precomputed):
     for b in SIZES:
         explorer.controls["batch_size"].value = b
         offsets = cloud_ax.collections[0].get_offsets()
-        assert np.allclose(offsets, cloud["points"][SIZES.index(b)])
+        assert np.allclose(offsets, cloud.points[SIZES.index(b)])
         assert explorer.png.startswith(b"\x89PNG")
         images.add(explorer.png)
     assert len(images) == len(SIZES)  # every B shows a different picture
@@ -129,7 +130,7 @@ def test_explorer_moves_points_without_leaking_figures(precomputed):
 
 def test_explorer_rejects_mismatched_inputs(precomputed):
     cloud, stats = precomputed
-    short = dict(stats, batch_sizes=stats["batch_sizes"][:3])
+    short = replace(stats, batch_sizes=stats.batch_sizes[:3])
     with pytest.raises(ValueError, match="梯度云的批大小 \\[8, 16, 32, 64\\] 在 stats 里没有"):
         widget(cloud, short)
     with pytest.raises(ValueError, match="lr_rule = 'cubic'：只能取 'linear', 'sqrt', 'none' 之一"):

@@ -1,4 +1,5 @@
 import warnings
+from types import SimpleNamespace
 
 import matplotlib
 
@@ -18,8 +19,8 @@ def test_setup_finds_the_installed_cjk_font():
 def test_chinese_figures_draw_without_missing_glyphs():
     style.setup()
     fig = pipeline.plot_pipeline_timeline(pipeline_timeline("1f1b", 4, 8))
-    stats = {"batch_sizes": [1, 2, 4], "rel_error": [1.0, 0.7, 0.0], "rel_error_theory": [1.0, 0.7, 0.0],
-             "cosine": [0.3, 0.5, 1.0]}
+    stats = SimpleNamespace(batch_sizes=[1, 2, 4], rel_error=[1.0, 0.7, 0.0], rel_error_theory=[1.0, 0.7, 0.0],
+                            cosine=[0.3, 0.5, 1.0])  # the fields of a MinibatchError that the figure reads
     fig2 = noise_ui.plot_estimate_error(stats)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "Glyph … missing from font" is a UserWarning

@@ -1,5 +1,6 @@
 """The modelled step time of 4.4: FLOPs by hand, the rate curve, the bubble-versus-matmul trade-off."""
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, strategies as st
@@ -31,7 +32,8 @@ def test_rate_curve_interpolates_on_log_axes_and_holds_the_ends():
     assert curve.efficiency(16) == 1.0 and curve.efficiency(1) == pytest.approx(1 / 8)
     with pytest.raises(ValueError, match="必须严格递增"):
         RateCurve((4, 1), (1e9, 2e9))
-    assert RateCurve.from_results([{"m": 8, "tflops": 0.5}, {"m": 1, "tflops": 0.1}]).rows == (1, 8)
+    rows = [SimpleNamespace(m=8, tflops=0.5), SimpleNamespace(m=1, tflops=0.1)]  # what MatmulTiming has
+    assert RateCurve.from_results(rows).rows == (1, 8)
 
 
 def test_flat_rate_makes_the_smallest_micro_batch_best():

@@ -128,11 +128,10 @@ def _bench_matmul(args: argparse.Namespace) -> dict:
     from batchlab.measure.matmul import bench_matmul, efficiency, training_dtype  # torch only when needed
 
     dtype = training_dtype(args.device) if args.dtype == "auto" else args.dtype
-    report = bench_matmul(args.m, args.k, args.n, dtype, args.device, args.repeats, args.min_seconds,
-                          max_seconds=CLI_BENCH_SECONDS)
-    report["fraction_of_best"] = efficiency(report["results"])
-    report["estimated_cost"] = asdict(bench_cost(args.m, args.k, args.n, dtype))
-    return report
+    bench = bench_matmul(args.m, args.k, args.n, dtype, args.device, args.repeats, args.min_seconds,
+                         max_seconds=CLI_BENCH_SECONDS)
+    return {**bench.as_record(), "fraction_of_best": efficiency(bench.results),
+            "estimated_cost": asdict(bench_cost(args.m, args.k, args.n, dtype))}
 
 
 def _bench_matmul_text(report: dict) -> str:

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from batchlab.formulas.checks import one_of, positive, whole
 from batchlab.formulas.precision import element_bytes
 from batchlab.formulas.presets import GPTConfig
 
 __all__ = ["matmul_flops", "matmul_bytes", "arithmetic_intensity", "ridge_point", "roofline_flops",
-           "tokens_per_matmul", "RateCurve", "ROOFLINE_ROWS", "roofline_curve", "DevicePeak", "DEVICE_PRESETS"]
+           "tokens_per_matmul", "MeasuredRate", "RateCurve", "ROOFLINE_ROWS", "roofline_curve", "DevicePeak",
+           "DEVICE_PRESETS"]
 
 
 def matmul_flops(m: int, k: int, n: int) -> int:
@@ -70,6 +71,17 @@ def tokens_per_matmul(micro_batch_size: int, seq_len: int) -> int:
 
 
 
+class MeasuredRate(Protocol):
+    """What :meth:`RateCurve.from_results` reads of one measured matmul: its rows ``m`` and its ``tflops``
+    (TFLOP/s). :class:`batchlab.measure.matmul.MatmulTiming` is one; formulas never import it."""
+
+    @property
+    def m(self) -> int: ...
+
+    @property
+    def tflops(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class RateCurve:
     """Achieved FLOP/s as a function of M (rows of the matmul): measured points, or a roofline's."""
@@ -88,9 +100,9 @@ class RateCurve:
             raise ValueError(f"rows = {self.rows}：必须严格递增")
 
     @classmethod
-    def from_results(cls, results: Sequence[dict], name: str = "measured") -> "RateCurve":
-        """From :func:`batchlab.measure.matmul.bench_matmul`'s ``results`` rows (keys ``m`` and ``tflops``)."""
-        pairs = sorted((int(r["m"]), float(r["tflops"]) * 1e12) for r in results)
+    def from_results(cls, results: Sequence[MeasuredRate], name: str = "measured") -> "RateCurve":
+        """From :func:`batchlab.measure.matmul.bench_matmul`'s ``results`` rows (anything with ``m`` and ``tflops``)."""
+        pairs = sorted((int(r.m), float(r.tflops) * 1e12) for r in results)
         return cls(tuple(m for m, _ in pairs), tuple(f for _, f in pairs), name)
 
     def rate(self, rows: float) -> float:

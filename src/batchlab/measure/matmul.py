@@ -13,7 +13,8 @@ Timing goes through :mod:`batchlab.measure.device` (``timed_region``: device eve
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -23,7 +24,8 @@ from batchlab.formulas.roofline import matmul_flops, ridge_point
 from batchlab.measure.device import as_device, device_name, synchronize, timed_region
 from batchlab.measure.device_memory import memory_info
 
-__all__ = ["DTYPES", "DEFAULT_MS", "training_dtype", "bench_matmul", "efficiency", "measure_ceilings"]
+__all__ = ["DTYPES", "DEFAULT_MS", "training_dtype", "bench_matmul", "MatmulTiming", "MatmulBench", "efficiency",
+           "measure_ceilings", "DeviceCeilings"]
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEFAULT_MS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -37,6 +39,59 @@ MAX_BENCH_SECONDS = 60.0
 """By default, a benchmark whose samples would take longer than this (estimated from one timed call per
 m) is refused; the CLI, which answers within seconds, passes a tighter ``max_seconds``."""
 _MAX_CALLS = 1 << 20  # a ceiling for the calibration, far above any real need
+
+
+@dataclass(frozen=True)
+class MatmulTiming:
+    """One row of :func:`bench_matmul`: ``[m, k] × [k, n]`` took ``seconds`` per call (the best of the samples)
+    and ran at ``tflops`` TFLOP/s (2·m·k·n / seconds / 10¹²)."""
+
+    m: int
+    k: int
+    n: int
+    seconds: float
+    tflops: float
+
+
+@dataclass(frozen=True)
+class MatmulBench:
+    """What :func:`bench_matmul` measured: on ``device`` (its ``device_name``) in ``dtype`` with ``threads`` CPU
+    threads, each row the best of ``repeats`` samples of at least ``min_seconds``; ``results`` holds one
+    :class:`MatmulTiming` per m, in the order asked."""
+
+    device: str
+    device_name: str
+    dtype: str
+    threads: int
+    repeats: int
+    min_seconds: float
+    results: tuple[MatmulTiming, ...]
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-ready: these fields, ``results`` as a list of dicts (``python -m batchlab bench-matmul --json``)."""
+        return {**asdict(self), "results": [asdict(row) for row in self.results]}
+
+
+@dataclass(frozen=True)
+class DeviceCeilings:
+    """This device's two roofs as :func:`measure_ceilings` measured them: ``peak_flops`` (FLOP/s) from a square
+    matmul of side ``matmul_size`` taking ``matmul_seconds``, ``memory_bandwidth`` (bytes/s) from a copy moving
+    ``copy_bytes`` (read + write) in ``copy_seconds``, and their ``ridge_point`` (FLOP/byte)."""
+
+    device: str
+    device_name: str
+    dtype: str
+    matmul_size: int
+    matmul_seconds: float
+    peak_flops: float
+    copy_bytes: int
+    copy_seconds: float
+    memory_bandwidth: float
+    ridge_point: float
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-ready: these fields as a dict."""
+        return asdict(self)
 
 
 def _torch_dtype(dtype: str) -> torch.dtype:
@@ -164,11 +219,11 @@ def _check_duration(weight: torch.Tensor, ms: Sequence[int], generator: torch.Ge
 
 def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, dtype: str = "float32",
                  device: torch.device | str | None = None, repeats: int = 5, min_seconds: float = 0.01,
-                 max_seconds: float = MAX_BENCH_SECONDS) -> dict:
+                 max_seconds: float = MAX_BENCH_SECONDS) -> MatmulBench:
     """Time ``[m, k] × [k, n]`` for every ``m`` in ``ms`` on ``device`` (default: :func:`select_device`).
 
-    Returns ``{"device", "device_name", "dtype", "threads", "repeats", "min_seconds", "results"}`` with one
-    row ``{"m", "k", "n", "seconds", "tflops"}`` per ``m``: ``seconds`` per matmul, the best of ``repeats``
+    Returns a :class:`MatmulBench` (device, dtype, threads, settings) with one :class:`MatmulTiming` row
+    (``m``, ``k``, ``n``, ``seconds``, ``tflops``) per ``m``: ``seconds`` per matmul, the best of ``repeats``
     samples. The ``[k, n]`` matrix (the weight) is shared by all rows, as in a layer.
 
     Raises:
@@ -198,31 +253,31 @@ def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, d
         a = _random((m, k), generator, torch_dtype, device)
         out = torch.empty((m, n), dtype=torch_dtype, device=device)
         seconds, _ = _seconds_per_call(lambda: torch.matmul(a, weight, out=out), device, repeats, min_seconds)
-        results.append({"m": m, "k": k, "n": n, "seconds": seconds,
-                        "tflops": matmul_flops(m, k, n) / seconds / 1e12})
+        results.append(MatmulTiming(m=m, k=k, n=n, seconds=seconds, tflops=matmul_flops(m, k, n) / seconds / 1e12))
         del a, out  # free this shape before the next one is allocated
-    return {"device": str(device), "device_name": device_name(device), "dtype": dtype,
-            "threads": torch.get_num_threads(), "repeats": repeats, "min_seconds": min_seconds,
-            "results": results}
+    return MatmulBench(device=str(device), device_name=device_name(device), dtype=dtype,
+                       threads=torch.get_num_threads(), repeats=repeats, min_seconds=min_seconds,
+                       results=tuple(results))
 
 
-def efficiency(results: Sequence[dict]) -> list[float]:
-    """Each row's TFLOP/s as a fraction of the best row's (1.0 for the best)."""
+def efficiency(results: Sequence[MatmulTiming]) -> list[float]:
+    """Each row's TFLOP/s as a fraction of the best row's (1.0 for the best); ``results`` as in
+    :attr:`MatmulBench.results`."""
     if not results:
         raise ValueError("results = []：至少要有一行测量结果")
-    best = max(positive("tflops", row["tflops"]) for row in results)
-    return [row["tflops"] / best for row in results]
+    best = max(positive("tflops", row.tflops) for row in results)
+    return [row.tflops / best for row in results]
 
 
 def measure_ceilings(device: torch.device | str | None = None, dtype: str = "float32", size: int = 2048,
-                     copy_mib: int = 128, repeats: int = 5, min_seconds: float = 0.01) -> dict:
+                     copy_mib: int = 128, repeats: int = 5, min_seconds: float = 0.01) -> DeviceCeilings:
     """This device's two roofs, measured: FLOP/s of a square matmul of side ``size`` and bytes/s of a tensor copy.
 
     The copy moves ``copy_mib`` MiB (``dst.copy_(src)``), counted as read + write = 2 × size bytes;
     pick it well above the last-level cache, or the "memory" roof is the cache's. Both are best of
-    ``repeats`` calibrated samples. Returns ``{"device", "device_name", "dtype", "matmul_size",
-    "matmul_seconds", "peak_flops", "copy_bytes", "copy_seconds", "memory_bandwidth", "ridge_point"}``
-    (FLOP/s, bytes/s, FLOP/byte); about 1 s on a 2-core CPU.
+    ``repeats`` calibrated samples. Returns a :class:`DeviceCeilings` (``peak_flops`` in FLOP/s,
+    ``memory_bandwidth`` in bytes/s, ``ridge_point`` in FLOP/byte, and what they came from); about 1 s on a
+    2-core CPU.
     """
     one_of("dtype", dtype, DTYPES)
     size, copy_mib, repeats = whole("size", size), whole("copy_mib", copy_mib), whole("repeats", repeats)
@@ -245,7 +300,7 @@ def measure_ceilings(device: torch.device | str | None = None, dtype: str = "flo
     copy_bytes = 2 * src.numel() * src.element_size()
     bandwidth = copy_bytes / copy_seconds
     del src, dst
-    return {"device": str(device), "device_name": device_name(device), "dtype": dtype,
-            "matmul_size": size, "matmul_seconds": matmul_seconds, "peak_flops": peak,
-            "copy_bytes": copy_bytes, "copy_seconds": copy_seconds, "memory_bandwidth": bandwidth,
-            "ridge_point": ridge_point(peak, bandwidth)}
+    return DeviceCeilings(device=str(device), device_name=device_name(device), dtype=dtype,
+                          matmul_size=size, matmul_seconds=matmul_seconds, peak_flops=peak,
+                          copy_bytes=copy_bytes, copy_seconds=copy_seconds, memory_bandwidth=bandwidth,
+                          ridge_point=ridge_point(peak, bandwidth))

@@ -8,7 +8,8 @@ these functions measure both sides.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 from torch import nn
@@ -18,8 +19,54 @@ from batchlab.formulas.checks import whole
 from batchlab.formulas.noise import expected_sq_error, finite_population_factor, two_batch_estimates
 from batchlab.measure.model import LossFn, next_token_loss
 
-__all__ = ["per_sample_grads", "gradient_trace_cov", "minibatch_error",
-           "noise_scale_simple", "noise_scale_from_batches", "gradient_cloud"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["per_sample_grads", "gradient_trace_cov", "minibatch_error", "MinibatchError",
+           "noise_scale_simple", "noise_scale_from_batches", "NoiseScaleEstimate", "gradient_cloud", "GradientCloud"]
+
+
+@dataclass(frozen=True)
+class MinibatchError:
+    """How well mini-batches of each size estimate the full gradient G (:func:`minibatch_error`), one entry
+    per batch size, in the order of ``batch_sizes``: measured and theoretical E‖G_B − G‖² (``sq_error``,
+    ``sq_error_theory`` with the finite-population factor, ``sq_error_iid`` = tr(Σ)/B without it), relative
+    error ‖G_B − G‖/‖G‖ measured (root-mean-square over draws) and in theory, and the mean cosine(G_B, G)."""
+
+    batch_sizes: tuple[int, ...]
+    sq_error: tuple[float, ...]
+    sq_error_theory: tuple[float, ...]
+    sq_error_iid: tuple[float, ...]
+    rel_error: tuple[float, ...]
+    rel_error_theory: tuple[float, ...]
+    cosine: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class NoiseScaleEstimate:
+    """B_simple from ordinary gradients at two batch sizes (:func:`noise_scale_from_batches`): the pair-averaged
+    estimates of ‖G‖² (``g_sq``) and tr Σ (``trace_cov``), their ratio ``b_simple`` (nan when ``g_sq`` is 0),
+    and the settings used."""
+
+    g_sq: float
+    trace_cov: float
+    b_simple: float
+    b_small: int
+    b_big: int
+    num_pairs: int
+
+
+@dataclass(frozen=True, eq=False)  # identity equality: == on numpy arrays has no single truth value
+class GradientCloud:
+    """Mini-batch gradient estimates G_B in the plane (e1, e2) of :func:`gradient_cloud`: ``points`` holds one
+    ``[num_draws, 2]`` array per entry of ``batch_sizes``, ``center`` is G's coordinates (‖G‖, 0),
+    ``num_samples`` the N drawn from, ``captured`` the share of tr Σ lying in the plane."""
+
+    batch_sizes: tuple[int, ...]
+    points: tuple[np.ndarray, ...]
+    center: np.ndarray
+    num_samples: int
+    captured: float
 
 
 
@@ -85,12 +132,12 @@ def minibatch_error(
     batch_sizes: Sequence[int],
     num_draws: int = 200,
     seed: int = 0,
-) -> dict[str, list[float]]:
+) -> MinibatchError:
     """Draw ``num_draws`` mini-batches of each size (without replacement) and compare G_B with G.
 
-    Returns lists aligned with ``batch_sizes``: measured and theoretical squared error (with the
-    finite-population factor, and ``sq_error_iid`` = tr(Σ)/B without it, the infinite-data law),
-    relative error ‖G_B − G‖/‖G‖ (root-mean-square over draws) and mean cosine(G_B, G).
+    Returns a :class:`MinibatchError`, its fields aligned with ``batch_sizes``: measured and theoretical
+    squared error (with the finite-population factor, and ``sq_error_iid`` = tr(Σ)/B without it, the
+    infinite-data law), relative error ‖G_B − G‖/‖G‖ (root-mean-square over draws) and mean cosine(G_B, G).
     """
     n = per_sample.shape[0]
     _check_draws(n, batch_sizes, num_draws)
@@ -98,8 +145,8 @@ def minibatch_error(
     g = _Gram(per_sample)
     gram, g_dot, full_sq, trace = g.gram, g.g_dot, g.full_sq, g.trace
     gen = torch.Generator().manual_seed(seed)
-    out: dict[str, list[float]] = {k: [] for k in ("batch_sizes", "sq_error", "sq_error_theory", "sq_error_iid",
-                                                   "rel_error", "rel_error_theory", "cosine")}
+    out: dict[str, list] = {k: [] for k in ("batch_sizes", "sq_error", "sq_error_theory", "sq_error_iid",
+                                            "rel_error", "rel_error_theory", "cosine")}
     for b in batch_sizes:
         theory = expected_sq_error(trace, b, n)
         w = _draw_weights(gen, num_draws, n, b)
@@ -114,7 +161,7 @@ def minibatch_error(
         out["rel_error"].append(float(sq.mean().sqrt()) / full_sq ** 0.5)
         out["rel_error_theory"].append((theory / full_sq) ** 0.5)
         out["cosine"].append(float(cos.mean()))
-    return out
+    return MinibatchError(**{key: tuple(values) for key, values in out.items()})
 
 
 # ── Noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training") ──────────────
@@ -149,7 +196,7 @@ def noise_scale_from_batches(
     seed: int = 0,
     loss_fn: LossFn = next_token_loss,
     finite_population: bool = True,
-) -> dict[str, float]:
+) -> NoiseScaleEstimate:
     """Estimate B_simple with ordinary gradients only, the way a data-parallel job can.
 
     Each pair draws ``b_big`` distinct samples from ``data`` (a :class:`batchlab.measure.data.TokenDataset`,
@@ -160,7 +207,7 @@ def noise_scale_from_batches(
     pairs before dividing, as McCandlish et al. recommend, since a ratio of noisy numbers is biased.
     ``finite_population`` corrects for drawing without replacement from ``len(data)`` samples.
 
-    Returns ``g_sq``, ``trace_cov``, ``b_simple`` and the settings used.
+    Returns a :class:`NoiseScaleEstimate`: ``g_sq``, ``trace_cov``, ``b_simple`` and the settings used.
     """
     n = len(data)
     for name, value in (("b_small", b_small), ("b_big", b_big), ("num_pairs", num_pairs)):
@@ -187,14 +234,9 @@ def noise_scale_from_batches(
         g_sq_sum += g_sq
         trace_sum += trace
     g_sq_mean, trace_mean = g_sq_sum / num_pairs, trace_sum / num_pairs
-    return {
-        "g_sq": g_sq_mean,
-        "trace_cov": trace_mean,
-        "b_simple": trace_mean / g_sq_mean if g_sq_mean != 0.0 else math.nan,
-        "b_small": b_small,
-        "b_big": b_big,
-        "num_pairs": num_pairs,
-    }
+    return NoiseScaleEstimate(g_sq=g_sq_mean, trace_cov=trace_mean,
+                              b_simple=trace_mean / g_sq_mean if g_sq_mean != 0.0 else math.nan,
+                              b_small=b_small, b_big=b_big, num_pairs=num_pairs)
 
 
 def gradient_cloud(
@@ -202,7 +244,7 @@ def gradient_cloud(
     batch_sizes: Sequence[int],
     num_draws: int = 200,
     seed: int = 0,
-) -> dict:
+) -> GradientCloud:
     """Mini-batch gradient estimates G_B seen in a fixed plane, precomputed for every batch size.
 
     The plane is spanned by e1 = G/‖G‖ and e2, the top principal direction of the per-sample
@@ -210,8 +252,8 @@ def gradient_cloud(
     sideways. e2 comes from the N×N Gram matrix of those centred gradients, never a P×P covariance.
     Projection is linear, so G_B's coordinates are the mean of its samples' coordinates.
 
-    Returns ``batch_sizes``, ``points`` (one ``[num_draws, 2]`` array per size), ``center`` (G's
-    coordinates, (‖G‖, 0)), ``num_samples`` and ``captured`` (the share of tr Σ lying in the plane).
+    Returns a :class:`GradientCloud`: ``batch_sizes``, ``points`` (one ``[num_draws, 2]`` array per size),
+    ``center`` (G's coordinates, (‖G‖, 0)), ``num_samples`` and ``captured`` (the share of tr Σ in the plane).
     """
     if per_sample.dim() != 2 or per_sample.shape[0] < 2:
         raise ValueError(f"per_sample 的形状是 {tuple(per_sample.shape)}：需要 [N, num_params]，且 N ≥ 2")
@@ -243,10 +285,6 @@ def gradient_cloud(
     points = []
     for b in batch_sizes:
         points.append((_draw_weights(gen, num_draws, n, b) @ coords).numpy())
-    return {
-        "batch_sizes": [int(b) for b in batch_sizes],
-        "points": points,
-        "center": coords.mean(dim=0).numpy(),
-        "num_samples": n,
-        "captured": float(along) / trace if trace > 0 else 1.0,
-    }
+    return GradientCloud(batch_sizes=tuple(int(b) for b in batch_sizes), points=tuple(points),
+                         center=coords.mean(dim=0).numpy(), num_samples=n,
+                         captured=float(along) / trace if trace > 0 else 1.0)

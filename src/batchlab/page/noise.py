@@ -9,17 +9,56 @@ own run, not a second computation.
 from __future__ import annotations
 
 import html
-from typing import NamedTuple
+from types import SimpleNamespace
+from typing import NamedTuple, Protocol, Sequence
 
 from batchlab.formulas.checks import one_of
 from batchlab.formulas.scaling import LR_RULES, scale_lr
 from batchlab.page.colours import PALETTE
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
 
-__all__ = ["render_noise_summary_html", "noise_chart", "NoiseView", "NoiseExplorer", "STATS_KEYS", "MIN_LR", "MAX_LR"]
+__all__ = ["render_noise_summary_html", "noise_chart", "NoiseView", "NoiseExplorer", "CloudLike", "ErrorStatsLike",
+           "STATS_KEYS", "MIN_LR", "MAX_LR"]
 
 STATS_KEYS = ("batch_sizes", "rel_error", "rel_error_theory", "cosine", "sq_error", "sq_error_theory")
-"""What the explorer reads of :func:`batchlab.measure.noise.minibatch_error`'s statistics."""
+"""What the explorer reads of :func:`batchlab.measure.noise.minibatch_error`'s statistics (its fields)."""
+
+
+class CloudLike(Protocol):
+    """What the explorer reads of a :class:`batchlab.measure.noise.GradientCloud` (page/ never imports it):
+    the batch sizes, one sequence of (x, y) points per size, and G's (x, y)."""
+
+    @property
+    def batch_sizes(self) -> Sequence[int]: ...
+
+    @property
+    def points(self) -> Sequence: ...
+
+    @property
+    def center(self) -> Sequence[float]: ...
+
+
+class ErrorStatsLike(Protocol):
+    """What the explorer reads of a :class:`batchlab.measure.noise.MinibatchError`: the fields named in
+    :data:`STATS_KEYS`, each aligned with ``batch_sizes``."""
+
+    @property
+    def batch_sizes(self) -> Sequence[int]: ...
+
+    @property
+    def rel_error(self) -> Sequence[float]: ...
+
+    @property
+    def rel_error_theory(self) -> Sequence[float]: ...
+
+    @property
+    def cosine(self) -> Sequence[float]: ...
+
+    @property
+    def sq_error(self) -> Sequence[float]: ...
+
+    @property
+    def sq_error_theory(self) -> Sequence[float]: ...
 MIN_LR, MAX_LR = 1e-5, 1.0
 
 
@@ -42,7 +81,8 @@ def render_noise_summary_html(batch_size: int, rel_error: float, rel_error_theor
 def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
     """The browser's chart of the notebook's two panels: the cloud of estimates G_B around G at this B
     (axes fixed over every B, so the cloud is seen to shrink), and E‖G_B − G‖² against B on log axes
-    with the theory curve and this B marked."""
+    with the theory curve and this B marked. ``cloud`` and ``stats`` are the explorer's plain, JSON-ready
+    copies (:meth:`NoiseExplorer.context`), keyed by the measured records' field names."""
     i = list(cloud["batch_sizes"]).index(batch_size)
     every = [p for points in cloud["points"] for p in points] + [list(cloud["center"]), [0.0, 0.0]]
     xs, ys = [p[0] for p in every], [p[1] for p in every]
@@ -102,8 +142,8 @@ class NoiseView(NamedTuple):
     :func:`batchlab.ui.noise.draw_noise_explorer` draws."""
 
     batch_size: int
-    cloud: dict
-    stats: dict
+    cloud: CloudLike
+    stats: ErrorStatsLike
 
 
 class NoiseExplorer(Explorer):
@@ -116,21 +156,21 @@ class NoiseExplorer(Explorer):
     layout = NotebookLayout(label_px=110, widths=(("batch_size", 420), ("base_batch", 220)))
     drawing = "batchlab.ui.noise.draw_noise_explorer"
 
-    def __init__(self, cloud: dict, stats: dict, base_batch: int = 32, base_lr: float = 3e-3,
+    def __init__(self, cloud: CloudLike, stats: ErrorStatsLike, base_batch: int = 32, base_lr: float = 3e-3,
                  lr_rule: str = "linear", batch_size: int | None = None) -> None:
-        sizes = [int(b) for b in cloud["batch_sizes"]]
-        missing = [b for b in sizes if b not in list(stats["batch_sizes"])]
+        sizes = [int(b) for b in cloud.batch_sizes]
+        missing = [b for b in sizes if b not in list(stats.batch_sizes)]
         if missing:
-            raise ValueError(f"梯度云的批大小 {missing} 在 stats 里没有（stats 有 {list(stats['batch_sizes'])}）："
+            raise ValueError(f"梯度云的批大小 {missing} 在 stats 里没有（stats 有 {list(stats.batch_sizes)}）："
                              "请用同一组批大小计算两者")
         one_of("lr_rule", lr_rule, LR_RULES)
         start = batch_size if batch_size is not None else (base_batch if base_batch in sizes else sizes[0])
         if start not in sizes:
             raise ValueError(f"batch_size = {start!r}：不在预先算好的批大小 {sizes} 之中")
         self.given = (cloud, stats)  # as handed in: what the notebook draws (the page gets the plain lists)
-        self.cloud = {"batch_sizes": sizes, "points": [_plain(p) for p in cloud["points"]],
-                      "center": _plain(cloud["center"])}
-        self.stats = {key: _plain(stats[key]) for key in STATS_KEYS}
+        self.cloud = {"batch_sizes": sizes, "points": [_plain(p) for p in cloud.points],
+                      "center": _plain(cloud.center)}
+        self.stats = {key: _plain(getattr(stats, key)) for key in STATS_KEYS}
         self.start = {"batch_size": start, "lr_rule": lr_rule, "base_batch": base_batch, "base_lr": base_lr}
 
     def initial_values(self) -> dict:
@@ -165,4 +205,5 @@ class NoiseExplorer(Explorer):
 
     @classmethod
     def from_context(cls, context: dict) -> "NoiseExplorer":
-        return cls(context["cloud"], context["stats"], **context["start"])
+        # the context holds plain dicts; the explorer reads fields, as of the measured records
+        return cls(SimpleNamespace(**context["cloud"]), SimpleNamespace(**context["stats"]), **context["start"])

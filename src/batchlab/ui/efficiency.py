@@ -5,10 +5,10 @@ these functions only draw them.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from batchlab.formulas.precision import element_bytes
-from batchlab.formulas.roofline import arithmetic_intensity, roofline_flops
+from batchlab.formulas.roofline import MeasuredRate, arithmetic_intensity, roofline_flops
 from batchlab.page.colours import PALETTE
 from batchlab.ui.style import FIGURE_WIDTH, MARKERS, new_axes
 
@@ -19,22 +19,43 @@ if TYPE_CHECKING:
 __all__ = ["plot_matmul_rates", "plot_roofline"]
 
 
-def plot_matmul_rates(reports: Sequence[Mapping], ax: "Axes | None" = None) -> "Figure":
+class _MatmulRow(MeasuredRate, Protocol):
+    @property
+    def k(self) -> int: ...
+
+    @property
+    def n(self) -> int: ...
+
+
+class _MatmulReport(Protocol):
+    """What :func:`plot_matmul_rates` reads of a :class:`batchlab.measure.matmul.MatmulBench` (ui never imports it)."""
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def results(self) -> Sequence[_MatmulRow]: ...
+
+
+def plot_matmul_rates(reports: Sequence[_MatmulReport], ax: "Axes | None" = None) -> "Figure":
     """Achieved TFLOP/s against M (log 2 axis) for each ``bench_matmul`` report (one line per dtype)."""
     from matplotlib.ticker import NullLocator
 
     fig, ax = new_axes(ax, figsize=(FIGURE_WIDTH, 3.6))
     for i, (colour, report) in enumerate(zip(PALETTE, reports)):
-        rows = report["results"]
-        ax.plot([r["m"] for r in rows], [r["tflops"] for r in rows], marker=MARKERS[i % len(MARKERS)], color=colour,
-                label=f"{report['dtype']}（{report['device']}）")
-    ms = [r["m"] for r in reports[0]["results"]]
+        rows = report.results
+        ax.plot([r.m for r in rows], [r.tflops for r in rows], marker=MARKERS[i % len(MARKERS)], color=colour,
+                label=f"{report.dtype}（{report.device}）")
+    ms = [r.m for r in reports[0].results]
     ax.set_xscale("log", base=2)
     shown = ms if len(ms) <= 9 else ms[::2]  # wide labels such as 16384 touch beyond nine
     ax.set_xticks(shown, [str(m) for m in shown])
     ax.xaxis.set_minor_locator(NullLocator())
-    first = reports[0]["results"][0]
-    ax.set_xlabel(f"M（[M, {first['k']}] × [{first['k']}, {first['n']}] 的行数）")
+    first = reports[0].results[0]
+    ax.set_xlabel(f"M（[M, {first.k}] × [{first.k}, {first.n}] 的行数）")
     ax.set_ylabel("实测 TFLOP/s")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from batchlab.page.colours import PALETTE
-from batchlab.page.noise import NoiseView
+from batchlab.page.noise import CloudLike, ErrorStatsLike, NoiseView
 from batchlab.ui.style import FIGURE_WIDTH, new_axes
 
 if TYPE_CHECKING:
@@ -19,28 +19,28 @@ __all__ = ["plot_estimate_error", "plot_gradient_cloud", "plot_variance_curve", 
            "draw_noise_explorer"]
 
 
-def plot_estimate_error(stats: dict) -> "Figure":
+def plot_estimate_error(stats: ErrorStatsLike) -> "Figure":
     """Relative error and cosine of mini-batch gradient estimates against batch size (log axes),
     with the sampling-theory curve; ``stats`` comes from :func:`batchlab.measure.noise.minibatch_error`."""
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.9), layout="constrained")
     # B = N has zero error, which a log axis cannot show.
-    keep = [i for i, e in enumerate(stats["rel_error_theory"]) if e > 0]
-    b = [stats["batch_sizes"][i] for i in keep]
-    ax1.loglog(b, [stats["rel_error"][i] for i in keep], "o-", ms=6, label="实测 ‖G_B - G‖ / ‖G‖")
-    ax1.loglog(b, [stats["rel_error_theory"][i] for i in keep], "k--", label="理论：√(tr Σ/B · (N-B)/(N-1)) / ‖G‖")
+    keep = [i for i, e in enumerate(stats.rel_error_theory) if e > 0]
+    b = [stats.batch_sizes[i] for i in keep]
+    ax1.loglog(b, [stats.rel_error[i] for i in keep], "o-", ms=6, label="实测 ‖G_B - G‖ / ‖G‖")
+    ax1.loglog(b, [stats.rel_error_theory[i] for i in keep], "k--", label="理论：√(tr Σ/B · (N-B)/(N-1)) / ‖G‖")
     # The plain 1/√B law (i.i.d. draws), anchored at the smallest B: the finite-population curve bends below it.
-    anchor = stats["rel_error_theory"][keep[0]] * b[0] ** 0.5
+    anchor = stats.rel_error_theory[keep[0]] * b[0] ** 0.5
     ax1.loglog(b, [anchor / v ** 0.5 for v in b], ":", color="0.4", lw=1.6, label="1/√B 参考线")
     ax1.set_xlabel("批大小 B")
     ax1.set_ylabel("相对误差")
-    ax2.semilogx(stats["batch_sizes"], stats["cosine"], "s-", color=PALETTE[1], ms=6)
+    ax2.semilogx(stats.batch_sizes, stats.cosine, "s-", color=PALETTE[1], ms=6)
     ax2.set_ylim(0, 1.02)
     ax2.set_xlabel("批大小 B")
     ax2.set_ylabel("与全量梯度的余弦相似度")
     for ax in (ax1, ax2):  # the batch sizes as ticks, every other one when there are many
-        _batch_ticks(ax, stats["batch_sizes"])
+        _batch_ticks(ax, stats.batch_sizes)
     fig.legend(loc="outside lower center", ncol=2, frameon=False)
     return fig
 
@@ -63,7 +63,7 @@ def _batch_index(batch_sizes: list[int], batch_size: int, what: str) -> int:
         raise ValueError(f"batch_size = {batch_size!r}：不在{what}的批大小 {list(batch_sizes)} 之中") from None
 
 
-def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) -> "Figure":
+def plot_gradient_cloud(cloud: CloudLike, batch_size: int, ax: "Axes | None" = None) -> "Figure":
     """Scatter of the mini-batch gradient estimates G_B for one B around the full gradient G, in the
     plane of :func:`batchlab.measure.noise.gradient_cloud`. The axis limits cover the clouds of *all* batch
     sizes, so moving B shows the cloud shrink instead of the axes rescaling.
@@ -72,8 +72,8 @@ def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) 
     artists or ticks, which keeps an interactive redraw cheap."""
     import numpy as np
 
-    i = _batch_index(cloud["batch_sizes"], batch_size, "梯度云")
-    pts = cloud["points"][i]
+    i = _batch_index(cloud.batch_sizes, batch_size, "梯度云")
+    pts = cloud.points[i]
     title = f"B = {batch_size}：{len(pts)} 个小批量梯度估计的散布"
     state = getattr(ax, "_batchlab_cloud", None)
     if state is not None and state["cloud"] is cloud:
@@ -82,14 +82,14 @@ def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) 
         return ax.figure
     own_figure = ax is None
     fig, ax = new_axes(ax, figsize=(4.6, 4.0))
-    every = np.concatenate([*cloud["points"], cloud["center"][None, :], np.zeros((1, 2))])
+    every = np.concatenate([*cloud.points, cloud.center[None, :], np.zeros((1, 2))])
     lo, hi = every.min(axis=0), every.max(axis=0)
     # One scale on both axes (a round cloud must look round), a little margin, G and 0 inside.
     half = 0.56 * (hi - lo).max()
     mid = 0.5 * (hi + lo)
     scatter = ax.scatter(pts[:, 0], pts[:, 1], s=9, alpha=0.45, color=PALETTE[0], linewidths=0,
                          label="小批量估计 G_B", zorder=2)
-    cx, cy = cloud["center"]
+    cx, cy = cloud.center
     arrow = ax.annotate("", xy=(cx, cy), xytext=(0.0, 0.0),
                         arrowprops=dict(arrowstyle="->", color="black", lw=1.4), zorder=3)
     (star,) = ax.plot([cx], [cy], marker="*", markersize=14, color=PALETTE[3], linestyle="none",
@@ -107,16 +107,16 @@ def plot_gradient_cloud(cloud: dict, batch_size: int, ax: "Axes | None" = None) 
     return fig
 
 
-def plot_variance_curve(stats: dict, batch_size: int, ax: "Axes | None" = None) -> "Figure":
+def plot_variance_curve(stats: ErrorStatsLike, batch_size: int, ax: "Axes | None" = None) -> "Figure":
     """E‖G_B − G‖² against B on log–log axes: measured points, the sampling-theory curve
     tr(Σ)/B · (N − B)/(N − 1) and the chosen B marked. ``stats`` comes from
     :func:`batchlab.measure.noise.minibatch_error`; B = N (zero error) cannot sit on a log axis and is left out.
 
     Called again on the same ``ax`` with the same ``stats``, it only moves the marker."""
-    i = _batch_index(stats["batch_sizes"], batch_size, " stats ")
-    keep = [j for j, e in enumerate(stats["sq_error_theory"]) if e > 0]
+    i = _batch_index(stats.batch_sizes, batch_size, " stats ")
+    keep = [j for j, e in enumerate(stats.sq_error_theory) if e > 0]
     # The marker sits on the measured point; at B = N it goes to the bottom edge of the plot.
-    y_mark = stats["sq_error"][i] if i in keep else None
+    y_mark = stats.sq_error[i] if i in keep else None
     state = getattr(ax, "_batchlab_variance", None)
     if state is not None and state["stats"] is stats:
         state["vline"].set_xdata([batch_size, batch_size])
@@ -124,23 +124,24 @@ def plot_variance_curve(stats: dict, batch_size: int, ax: "Axes | None" = None) 
         return ax.figure
     own_figure = ax is None
     fig, ax = new_axes(ax, figsize=(4.6, 4.0))
-    b = [stats["batch_sizes"][j] for j in keep]
-    ax.loglog(b, [stats["sq_error_theory"][j] for j in keep], "k--", lw=1.2,
+    b = [stats.batch_sizes[j] for j in keep]
+    ax.loglog(b, [stats.sq_error_theory[j] for j in keep], "k--", lw=1.2,
               label="理论 tr(Σ)/B · (N-B)/(N-1)")
-    if "sq_error_iid" in stats:  # the plain 1/B law of infinite data, for comparison
-        ax.loglog(b, [stats["sq_error_iid"][j] for j in keep], ":", color="0.5", lw=1.2, label="1/B 直线 tr(Σ)/B")
-    ax.loglog(b, [max(stats["sq_error"][j], 1e-300) for j in keep], "o", color=PALETTE[0], ms=5,
+    iid = getattr(stats, "sq_error_iid", None)
+    if iid is not None:  # the plain 1/B law of infinite data, for comparison
+        ax.loglog(b, [iid[j] for j in keep], ":", color="0.5", lw=1.2, label="1/B 直线 tr(Σ)/B")
+    ax.loglog(b, [max(stats.sq_error[j], 1e-300) for j in keep], "o", color=PALETTE[0], ms=5,
               label="实测 E‖G_B - G‖²")
     vline = ax.axvline(batch_size, color=PALETTE[3], lw=1.0, alpha=0.7)
     (marker,) = ax.plot([batch_size] if y_mark else [], [y_mark] if y_mark else [], "o", ms=11, mfc="none",
                         mec=PALETTE[3], mew=2, label="当前 B")
     # The vertical line may move to B = N, off the plotted points: keep every listed B in view.
-    ax.set_xlim(min(stats["batch_sizes"]) / 1.5, max(stats["batch_sizes"]) * 1.5)
+    ax.set_xlim(min(stats.batch_sizes) / 1.5, max(stats.batch_sizes) * 1.5)
     # The batch sizes themselves as ticks (1, 2, 4, … read better than 10⁰, 10¹), and no minor ticks:
     # they add nothing here and cost a third of each interactive redraw.
     from matplotlib.ticker import LogLocator, NullLocator
 
-    _batch_ticks(ax, stats["batch_sizes"])
+    _batch_ticks(ax, stats.batch_sizes)
     ax.yaxis.set_major_locator(LogLocator(numticks=5))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("批大小 B")
