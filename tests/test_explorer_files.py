@@ -1,8 +1,9 @@
 """What an explorer is made of (issue 27): its declaration, one module of ``batchlab/page`` named by the
 explorer, and one drawing function in ``batchlab/ui`` — nothing else of the package names it. The notebook
 side is the one generic widget (``ui/explorer_widget.py``, which names no explorer) applied to the
-declaration; the page finds the declaration by itself (``page/web.py`` lists none). So adding an explorer
-touches these files and no other.
+declaration; the page finds the declaration by itself (``page/web.py`` lists none). A chapter reaches the
+explorer as ``bl.<Name>``, one entry in the notebooks' table of names (``batchlab/__init__.py``). So
+adding an explorer touches these files and no other.
 """
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from booktools import ROOT
 SRC = ROOT / "src"
 # explorer (the one name of its declaration) → the files of src/ it is made of
 FILES = {
-    "BatchExplorer": {"batchlab/page/batch.py"},
-    "MemoryExplorer": {"batchlab/page/memory.py", "batchlab/ui/memory.py"},
-    "TradeoffExplorer": {"batchlab/page/tradeoff.py", "batchlab/ui/pipeline.py"},
-    "NoiseExplorer": {"batchlab/page/noise.py", "batchlab/ui/noise.py"},
+    "BatchExplorer": {"batchlab/page/batch.py", "batchlab/__init__.py"},
+    "MemoryExplorer": {"batchlab/page/memory.py", "batchlab/ui/memory.py", "batchlab/__init__.py"},
+    "TradeoffExplorer": {"batchlab/page/tradeoff.py", "batchlab/ui/pipeline.py", "batchlab/__init__.py"},
+    "NoiseExplorer": {"batchlab/page/noise.py", "batchlab/ui/noise.py", "batchlab/__init__.py"},
 }
 
 
