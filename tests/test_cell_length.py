@@ -1,6 +1,7 @@
-"""A chapter's code cells hold the experiment, not its bookkeeping (issue 19): every code cell that is not
-setup has at most MAX_LINES lines of code (blank and comment-only lines not counted). Setup is the Colab
-cell and each chapter's first code cell (imports, the corpus, the style). Verdicts are shown by one call to
+"""A chapter's code cells hold the experiment, not its bookkeeping (issue 19): every code cell has at most
+MAX_LINES lines of code (blank and comment-only lines not counted); the setup cells — the Colab cell and
+each chapter's first code cell (imports, the corpus, the style) — at most SETUP_LINES, counted the same
+way (issue 27: a student imitates them). Verdicts are shown by one call to
 batchlab.ui.claims, tables by batchlab.ui.tables; what does not fit is split at a point a reader can
 follow, or moved into batchlab.
 
@@ -18,6 +19,7 @@ from booktools import ROOT
 
 BOOK = ROOT / "book"
 MAX_LINES = 10
+SETUP_LINES = 12
 MAX_WIDTH = 88
 HIDDEN = {"remove-input", "remove-cell", "hide-input"}   # tags whose cell's code the page does not show
 # chapter → how many shown code lines are still wider than MAX_WIDTH. Every entry is a debt: lower it as
@@ -32,14 +34,30 @@ def code_lines(source: str) -> int:
 
 
 def long_cells(path: Path) -> list[tuple[str, int]]:
+    """(first line, code lines) of each code cell over its limit: SETUP_LINES for the Colab cell and
+    the first code cell after it, MAX_LINES for the rest."""
     cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
-    body = [c for c in cells if "colab-setup" not in c.metadata.get("tags", [])][1:]   # [0] is setup
-    return [(c.source.splitlines()[0], code_lines(c.source)) for c in body
-            if code_lines(c.source) > MAX_LINES and (path.stem[:3], c.source.splitlines()[0]) not in ALLOWED]
+    colab = [c for c in cells if "colab-setup" in c.metadata.get("tags", [])]
+    body = [c for c in cells if c not in colab]
+    limits = [(c, SETUP_LINES) for c in [*colab, *body[:1]]] + [(c, MAX_LINES) for c in body[1:]]
+    return [(c.source.splitlines()[0], code_lines(c.source)) for c, limit in limits
+            if code_lines(c.source) > limit and (path.stem[:3], c.source.splitlines()[0]) not in ALLOWED]
 
 
 @pytest.mark.parametrize("path", sorted(BOOK.glob("4.*.ipynb")), ids=lambda p: p.stem)
 def test_chapter_cells_are_short(path):
+    assert long_cells(path) == []
+
+
+def test_setup_cells_are_counted_too(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    setup = "\n".join(f"import m{i}" for i in range(13))
+    nb.cells = [nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell("x = 1")]
+    path = tmp_path / "4.9-example.ipynb"
+    nbformat.write(nb, path)
+    assert long_cells(path) == [("import m0", 13)]
+    nb.cells[0].source = "\n".join(f"import m{i}" for i in range(12))
+    nbformat.write(nb, path)
     assert long_cells(path) == []
 
 
