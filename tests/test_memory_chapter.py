@@ -61,7 +61,7 @@ def test_case_trains_with_dropout_and_stage0_matches_the_hand_count():
     assert stage0.activation_bytes == stage0.in_flight * per_microbatch
     without = stage_memory(replace(CASE, dropout=0.0)).stages[0]
     assert without.activation_bytes == stage0.in_flight * (layers * s * b * h * (32 + 2 * a * s / h) + 8 * s * b)
-    printed = _output_of("for dropout in (case.dropout, 0.0)")
+    printed = _output_of("for d in (case.dropout, 0.0)")
     for value in (stage0.activation_bytes, without.activation_bytes):
         assert f"{value / GIB:.2f}" in printed
     assert f"{stage0.activation_bytes / GIB:.2f}" != f"{without.activation_bytes / GIB:.2f}"
