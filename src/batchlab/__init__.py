@@ -4,9 +4,8 @@
 ``from d2l import torch as d2l``)::
 
     import batchlab as bl
-    job = bl.Job(bl.get_config("gpt2-xl"), seq_len=1024, global_batch=64, micro_batch_size=2,
-                 pipeline_stages=4, data_parallel=2)
-    bl.stage_memory(job)
+    job = bl.CASE_STUDY.job      # the 原文's case
+    bl.stage_memory(job).peak_memory_fraction
 
 Each name is defined in one module of one layer (the table :data:`SURFACE`; the API reference lists
 them under their modules) and loaded on first use, so ``bl.stage_memory`` does not import torch and the
