@@ -77,3 +77,20 @@ def test_loss_after_reads_a_runs_own_evaluations():
     assert loss_after(run, 1500) == 2 and loss_after(run, 4096) == 1
     with pytest.raises(ValueError, match="没有任何评估"):
         loss_after(SimpleNamespace(eval_samples=[512], eval_loss=[3]), 100)
+
+
+def test_linear_scaling_is_judged_as_prescribed_with_warm_up():
+    """Issue 28: the 原文 prescribes linear scaling *with* warm-up. The chapter's own measurement (means
+    2.522 vs 2.422 without warm-up, 1.974 vs 2.522 with it) holds under that criterion; the old one, which
+    also demanded a win without warm-up, judged it 不成立."""
+    from batchlab.lecture.verdicts import PRESCRIBED, beats_like_with_like, wins_as_prescribed
+    linear = {"不加预热": [2.327, 2.699, 2.541], PRESCRIBED: [2.038, 1.925, 1.960]}
+    sqrt = {"不加预热": [2.416, 2.436, 2.416], PRESCRIBED: [2.530, 2.511, 2.525]}
+    assert wins_as_prescribed(linear, sqrt) is True
+    assert beats_like_with_like(linear, sqrt) is False   # the old criterion: the error this test catches
+    # a contrary measurement flips it: square-root wins once both are warmed up
+    assert wins_as_prescribed(sqrt, linear) is False
+    worse = {**linear, PRESCRIBED: [2.6, 2.6, 2.6]}
+    assert wins_as_prescribed(worse, sqrt) is False
+    with pytest.raises(ValueError, match="原文规定的条件"):
+        wins_as_prescribed({"不加预热": [2.0]}, {"不加预热": [2.1]})

@@ -58,11 +58,11 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "lecture.audit": ("audit_case", "matching_settings", "memory_grid", "modelled_speedup"),
     "lecture.case": ("CASE_STUDY", "CASE_STUDY_TUNED"),
     "lecture.claims": ("at_grid_edge", "CLAIMS"),
-    "lecture.verdicts": ("beats", "beats_like_with_like", "best_rate_grows", "holds_in_every_seed",
+    "lecture.verdicts": ("beats", "best_rate_grows", "holds_in_every_seed",
                          "in_band", "later_rises", "loss_after", "loss_at_samples", "lowest_at_budgets",
                          "moved_besides", "only_memory_moves", "oscillates", "same_update",
                          "samples_to_target", "straight_line_residual", "UNTESTABLE", "update_verdict",
-                         "VERDICT", "wins_per_seed"),
+                         "VERDICT", "wins_as_prescribed", "wins_per_seed"),
     # 测量：在读者的设备上用 torch 实测
     "measure.accumulation": ("batch_gradients", "BatchNormLM", "mask_after", "random_lengths",
                              "relative_gap"),

@@ -12,7 +12,7 @@ from batchlab.formulas.checks import nonnegative, positive, whole
 from batchlab.formulas.fit import least_squares_line
 
 __all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "loss_after", "lowest_at_budgets", "count_rises", "in_band", "beats",
-           "samples_to_target", "holds_in_every_seed", "later_rises", "oscillates", "beats_like_with_like", "wins_per_seed", "unchanged", "only_memory_moves", "moved_besides", "same_update",
+           "samples_to_target", "holds_in_every_seed", "PRESCRIBED", "wins_as_prescribed", "later_rises", "oscillates", "beats_like_with_like", "wins_per_seed", "unchanged", "only_memory_moves", "moved_besides", "same_update",
            "best_rate_grows", "OSCILLATION_MIN_RISES", "UNCHANGED_TOLERANCE", "SAME_DISTRIBUTION", "UNTESTABLE", "VERDICT_LABELS",
            "update_verdict", "FLOAT32_ROUNDING_EXPONENT", "FLOAT32_ROUNDING", "SAME_UPDATE_TOLERANCE"]
 
@@ -97,6 +97,21 @@ def wins_per_seed(candidate: Sequence[float], rival: Sequence[float]) -> list[bo
     if len(candidate) != len(rival) or not candidate:
         raise ValueError(f"两组结果必须按同样的种子一一对应：{len(candidate)} 个与 {len(rival)} 个")
     return [c < r for c, r in zip(candidate, rival)]
+
+
+PRESCRIBED = "加预热"
+"""The condition the 原文 prescribes with linear scaling: 「还需要配合学习率预热」."""
+
+
+def wins_as_prescribed(candidate: Mapping[str, Sequence[float]], rival: Mapping[str, Sequence[float]],
+                       prescribed: str = PRESCRIBED) -> bool:
+    """A rule judged as the 原文 prescribes it: ``candidate`` and ``rival`` map conditions (with and without
+    warm-up) to per-seed losses, and only the ``prescribed`` condition decides — the candidate's mean is
+    strictly lower than the rival's under that same condition (like with like: both warmed up). The other
+    conditions are evidence for why the prescription includes them, not part of the verdict."""
+    if prescribed not in candidate or prescribed not in rival:
+        raise ValueError(f"两组做法都要有原文规定的条件 {prescribed!r}：{sorted(candidate)} 与 {sorted(rival)}")
+    return beats_like_with_like({prescribed: candidate[prescribed]}, {prescribed: rival[prescribed]})
 
 
 def beats_like_with_like(candidate: Mapping[str, Sequence[float]], rival: Mapping[str, Sequence[float]]) -> bool:
