@@ -97,3 +97,36 @@ def test_reader_names_come_from_the_label_tables():
         assert all(name(kind, code) and not {"（", "："} & set(name(kind, code)) for code in labels), kind
     with pytest.raises(ValueError):
         name("recompute", "partial")
+
+
+def _stored_card(chapter: str, claim_text: str) -> str:
+    """The stored HTML of the one claim card in ``chapter`` whose claim is ``claim_text``."""
+    import nbformat
+
+    path = next((ROOT / "book").glob(f"{chapter}-*.ipynb"))
+    found = [o["data"]["text/html"] for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"
+             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
+    cards = [card for html in found for card in re.findall(r'<div class="batchlab-claim.*?</dl></div>', html, re.S)
+             if f"原文：“{claim_text}”" in card]
+    assert len(cards) == 1, (chapter, claim_text, len(cards))
+    return cards[0]
+
+
+def _verdict_of(card: str) -> str:
+    return re.search(r'class="batchlab-claim__verdict"[^>]*>([^<]+)<', card).group(1)
+
+
+def test_a_model_does_not_judge_a_measured_claim():
+    """Issue 28: 4.4's 「微批次 2 → 4 提速」 is the 原文's measurement on 910B; the roofline model, an upper
+    bound with no per-micro-batch overhead, cannot judge it. The card says so (it was 不成立)."""
+    assert "实测" in CLAIMS["case-faster"].criterion
+    card = _stored_card("4.4", CLAIMS["case-faster"].text)
+    assert _verdict_of(card) == UNTESTABLE
+    assert "模型下不成立" in card and "屋顶线模型" in card
+
+
+def test_linear_scaling_card_is_judged_as_prescribed():
+    """Issue 28: 4.2 judges 「大批次需线性缩放学习率」 as the 原文 prescribes it, with warm-up on both sides."""
+    assert "加预热" in CLAIMS["needs-linear"].criterion and "不加预热" not in CLAIMS["needs-linear"].criterion
+    card = _stored_card("4.2", CLAIMS["needs-linear"].text)
+    assert _verdict_of(card) in VERDICT.values() and "不加预热时线性缩放" in card

@@ -256,7 +256,9 @@ def tune_text(report: dict) -> str:
     lines.append("")
     if best is not None:
         lines.append(f"recommended      micro-batch {best['micro_batch_size']} ({best['num_microbatches']} micro-batches): "
-                     "the fitting one with the highest modelled tokens/s (an upper bound: roofline, no communication)")
+                     "the fitting one with the highest modelled tokens/s (modelled, not measured: the roofline is an upper "
+                     "bound with no per-micro-batch overhead, point-to-point latency or kernel launch, so it never "
+                     "rewards a larger micro-batch once the matmul is compute-bound; measure before choosing)")
     else:
         lines.append(f"nothing fits     {report['suggestion']}")
     return "\n".join(lines)
