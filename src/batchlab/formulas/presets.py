@@ -38,8 +38,10 @@ class GPTConfig:
         one_of("tie_embeddings", self.tie_embeddings, (True, False))
 
 
-# Shapes from the GPT-2 release (Radford et al. 2019), with its dropout 0.1 (the released config's resid/embd/
-# attn_pdrop, and Megatron-LM's hidden/attention dropout default); the tiny ones are ours, without dropout.
+# Shapes from the GPT-2 release (Radford et al. 2019). Dropout 0.1 is not from that release (OpenAI's released
+# src/model.py has no dropout): it is Hugging Face GPT2Config's default (resid/embd/attn_pdrop) and
+# Megatron-LM's hidden/attention dropout default, what a reader training GPT-2 meets. The tiny ones are ours,
+# without dropout.
 PRESETS: dict[str, GPTConfig] = {
     "tiny": GPTConfig(n_layer=2, n_head=4, d_model=64, vocab_size=64, n_positions=64, name="tiny"),
     # One layer of width 32: small enough that 4.2 can train a dozen runs in seconds on a laptop.
