@@ -27,13 +27,13 @@ from torch import nn
 
 from batchlab.formulas.checks import positive, whole
 from batchlab.formulas.job import Job
-from batchlab.formulas.memory import grow_micro_batch
+from batchlab.formulas.memory import ModelStates, grow_micro_batch
 from batchlab.measure.data import make_corpus
 from batchlab.measure.device import accelerator_module, as_device, card_index
 from batchlab.measure.device_memory import memory_info, reset_peak_memory
 from batchlab.measure.model import GPT, LossFn, build_model, check_job_model, next_token_loss
 
-__all__ = ["saved_activation_bytes", "ModelStateBytes", "model_state_bytes", "timed_step", "step_peak",
+__all__ = ["saved_activation_bytes", "model_state_bytes", "timed_step", "step_peak",
            "is_out_of_memory", "MicroBatchTrial", "MicroBatchSearch", "find_micro_batch"]
 
 
@@ -62,31 +62,18 @@ def saved_activation_bytes(model: nn.Module, inputs: torch.Tensor, targets: torc
     return sum(seen.values())
 
 
-@dataclass(frozen=True)
-class ModelStateBytes:
-    """Measured bytes of a model's states (:func:`model_state_bytes`), beside the modelled
-    :func:`batchlab.formulas.memory.model_states` of the same job."""
-
-    parameters: int
-    gradients: int
-    optimizer: int
-
-    @property
-    def total(self) -> int:
-        return self.parameters + self.gradients + self.optimizer
-
-
-def model_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> ModelStateBytes:
+def model_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> ModelStates:
     """Bytes of the tensors that hold the model's states, read off the tensors themselves: parameters,
     their ``.grad`` and every tensor in the optimizer's state (Adam: two moments and a step counter per
-    parameter tensor)."""
+    parameter tensor). The record is the modelled one's (:func:`batchlab.formulas.memory.model_states`),
+    so measured and modelled compare field by field."""
     def size(t: torch.Tensor) -> int:
         return t.numel() * t.element_size()
 
     params = list(model.parameters())
     states = [] if optimizer is None else [v for st in optimizer.state.values() for v in st.values()
                                            if isinstance(v, torch.Tensor)]
-    return ModelStateBytes(parameters=sum(size(p) for p in params),
+    return ModelStates(parameters=sum(size(p) for p in params),
                            gradients=sum(size(p.grad) for p in params if p.grad is not None),
                            optimizer=sum(size(t) for t in states))
 
