@@ -36,8 +36,8 @@ import zipfile
 from pathlib import Path
 
 from batchlab.page.spec import LIVE_CLASS
+from booktools import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 CACHE = ROOT / ".cache" / "live-runtime"
 REGISTRY = "https://registry.npmjs.org"
