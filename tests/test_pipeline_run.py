@@ -126,6 +126,37 @@ def test_local_timeline_keeps_the_schedule(schedule):
     assert result.replayed.idle_fraction < result.timeline.idle_fraction
 
 
+def test_warm_up_and_several_steps_replay_each_ops_median():
+    """4.4's measured timeline: a discarded warm-up step, then each op's median over the timed steps; the gradients
+    stay gradient accumulation's (every step starts from zeroed gradients on the same weights and data)."""
+    run = job(4, 4, 2, 12)
+    result = run_pipeline_local(run, seed=1, steps=3, warmup=1)
+    assert result.warmup == 1 and len(result.durations) == 3
+    assert_same_grads(result.grads, accumulated_grads(run, seed=1))
+    keys = {(k, s, i) for k in "FB" for s in range(4) for i in range(4)}
+    assert all(set(step) == keys for step in result.durations)
+    replayed = {(op.kind, op.stage, op.microbatch): op.end - op.start for op in result.replayed.ops}
+    for key in keys:
+        assert replayed[key] == pytest.approx(sorted(step[key] for step in result.durations)[1])
+    assert_schedule_rules(result.replayed, "1f1b", 4, 4)
+    with pytest.raises(ValueError, match="steps"):
+        run_pipeline_local(run, steps=0)
+
+
+def test_distributed_timeline_is_the_median_step():
+    """merge_ranks shows the timed step of median duration, not the last one (which a busy machine may have slowed)."""
+    from batchlab.measure.pipeline_distributed import RankResult, RankStep, merge_ranks
+
+    run = job(1, 1)
+    lengths = [5.0, 1.0, 9.0, 2.0]  # the warm-up, then three timed steps of 1, 9 and 2 s
+    begins = [0.0, 10.0, 20.0, 40.0]
+    steps = tuple(RankStep(b, b + d, (("F", 0, b, b + d / 3), ("B", 0, b + d / 3, b + d)))
+                  for b, d in zip(begins, lengths))
+    merged = merge_ranks([RankResult(rank=0, ready=0.0, steps=steps, grads={}, loss=1.0)], run)
+    assert merged.step_seconds == (1.0, 9.0, 2.0) and merged.timeline_step == 2
+    assert merged.timeline.makespan == pytest.approx(2.0)
+
+
 def test_a_given_model_is_the_jobs_and_keeps_the_gradients():
     run, model = job(2, 4), GPT(CONFIG)
     result = run_pipeline_local(run, model)

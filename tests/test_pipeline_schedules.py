@@ -2,8 +2,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from batchlab.formulas.batching import plan_batch
-from batchlab.formulas.pipeline_schedules import (SCHEDULES, Timeline, bubble_fraction, check_runnable,
-                                         in_flight_microbatches, pipeline_timeline, schedule_order, simulate)
+from batchlab.formulas.pipeline_schedules import (OUTLIER_FACTOR, SCHEDULES, Timeline, bubble_fraction,
+                                         check_runnable, in_flight_microbatches, median_durations, outlier_ops,
+                                         pipeline_timeline, schedule_order, sibling_ratios, simulate)
 
 
 def test_lecture_bubble_numbers():
@@ -100,3 +101,38 @@ def test_simulate_with_per_op_durations():
         simulate(orders, durations={key: v for key, v in uniform.items() if key != ("B", 1, 1)})
     with pytest.raises(ValueError, match=r"durations\[\('F', 0, 0\)\] = -1.0：必须是有限的正数"):
         simulate(orders, durations={**uniform, ("F", 0, 0): -1.0})
+
+
+# ── measured timelines: a typical step, and the rule that rejects one slow op ─────────────────────────
+
+def _measured(durations):
+    """A 1F1B timeline of 2 stages × 4 micro-batches replaying ``durations`` ({(kind, s, i): seconds})."""
+    return Timeline("1f1b", 2, 4, simulate(schedule_order("1f1b", 2, 4), durations=durations))
+
+
+CLEAN = {(k, s, i): (0.010 if k == "F" else 0.020) * (1 + 0.05 * i) for k in "FB" for s in range(2) for i in range(4)}
+
+
+def test_median_durations_takes_each_ops_median():
+    steps = [{"a": 1.0, "b": 5.0}, {"a": 9.0, "b": 4.0}, {"a": 2.0, "b": 6.0}]
+    assert median_durations(steps) == {"a": 2.0, "b": 5.0}
+    with pytest.raises(ValueError, match="steps\\[1\\] 的操作与 steps\\[0\\] 不同"):
+        median_durations([{"a": 1.0}, {"b": 1.0}])
+    with pytest.raises(ValueError, match="steps 为空"):
+        median_durations([])
+
+
+def test_one_op_ten_times_its_siblings_is_flagged():
+    slow = {**CLEAN, ("B", 1, 0): 10 * CLEAN[("B", 1, 0)]}  # a cold first backward, as 4.4 once printed
+    assert outlier_ops(_measured(slow)) == (("B", 1, 0),)
+    assert sibling_ratios(_measured(slow))[("B", 1, 0)] > OUTLIER_FACTOR
+    assert outlier_ops(_measured(CLEAN)) == ()
+    # siblings are the same stage's same kind: a last stage twice as slow as the others is no outlier
+    uneven = {key: d * (2 if key[1] == 1 else 1) for key, d in CLEAN.items()}
+    assert outlier_ops(_measured(uneven)) == ()
+
+
+def test_the_median_of_steps_removes_a_one_step_outlier():
+    cold = {**CLEAN, ("B", 1, 0): 40 * CLEAN[("B", 1, 0)]}
+    assert outlier_ops(_measured(cold)) != ()
+    assert outlier_ops(_measured(median_durations([cold, CLEAN, CLEAN]))) == ()

@@ -6,15 +6,18 @@ issues them (GPipe: Huang et al. 2019; 1F1B: PipeDream-Flush, Narayanan et al. 2
 """
 from __future__ import annotations
 
+import statistics
 from collections import deque
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from batchlab.formulas.checks import one_of, positive, whole
 
 __all__ = [
     "ScheduleName", "SCHEDULES", "BACKWARD_PER_FORWARD", "Op", "Timeline", "bubble_fraction",
     "in_flight_microbatches", "schedule_order", "MAX_SIMULATED_OPS", "simulable", "runnable", "check_runnable", "simulate", "pipeline_timeline",
+    "median_durations", "OUTLIER_FACTOR", "sibling_ratios", "outlier_ops",
 ]
 
 ScheduleName = Literal["gpipe", "1f1b"]
@@ -219,3 +222,50 @@ def pipeline_timeline(
         raise ValueError(f"2 × pipeline_stages × num_microbatches = {2 * pipeline_stages * num_microbatches} 超过了"
                          f"模拟器一步重放的上限 {MAX_SIMULATED_OPS}：请用公式 bubble_fraction / in_flight_microbatches")
     return Timeline(schedule, pipeline_stages, num_microbatches, simulate(orders, forward_time, backward_time))
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def median_durations(steps: Sequence[Mapping[K, float]]) -> dict[K, float]:
+    """Each op's median duration over several measured steps, ``steps`` one ``{op: seconds}`` each (the same
+    ops in every step): what a timeline of a *typical* step replays (:func:`simulate` ``durations=``), so that
+    one slow op of one step (a cold start, a busy machine) does not become the picture."""
+    if not steps:
+        raise ValueError("steps 为空：至少需要一步的实测时长")
+    keys = set(steps[0])
+    for k, step in enumerate(steps):
+        if set(step) != keys:
+            raise ValueError(f"steps[{k}] 的操作与 steps[0] 不同：每一步必须测到同样的操作")
+    return {key: statistics.median(positive(f"steps[·][{key!r}]", step[key]) for step in steps)
+            for key in steps[0]}
+
+
+OUTLIER_FACTOR = 3.0
+"""An op more than this many times the median of its siblings (same stage, same kind, the other micro-batches:
+the same work on other data) is an outlier (:func:`outlier_ops`)."""
+
+
+def sibling_ratios(timeline: Timeline) -> dict[tuple[str, int, int], float]:
+    """Each op's duration over the median duration of its siblings: the ops of the same kind (F or B) on the
+    same stage for the other micro-batches, which do the same work on other data. Keyed
+    ``(kind, stage, microbatch)``; an op without siblings (one micro-batch) is left out."""
+    groups: dict[tuple[str, int], list[Op]] = {}
+    for op in timeline.ops:
+        groups.setdefault((op.kind, op.stage), []).append(op)
+    ratios = {}
+    for ops in groups.values():
+        for op in ops:
+            others = [o.end - o.start for o in ops if o is not op]
+            if others:
+                ratios[(op.kind, op.stage, op.microbatch)] = (op.end - op.start) / statistics.median(others)
+    return ratios
+
+
+def outlier_ops(timeline: Timeline, factor: float = OUTLIER_FACTOR) -> tuple[tuple[str, int, int], ...]:
+    """The ops (``(kind, stage, microbatch)``) that take more than ``factor`` × the median of their siblings
+    (:func:`sibling_ratios`), slowest first. A measured timeline shown as typical must have none: one such op
+    sets the makespan and the bubble read off it."""
+    factor = positive("factor", factor)
+    ratios = sibling_ratios(timeline)
+    return tuple(sorted((key for key, r in ratios.items() if r > factor), key=lambda k: -ratios[k]))

@@ -208,8 +208,9 @@ class DistributedPipelineRun:
 
     job: Job
     timeline: Timeline
-    """The last timed step, seconds after its earliest op (``time.perf_counter``; the loss counts in the last
-    stage's forward)."""
+    """The timed step of median duration (of an even count, the faster of the middle two), seconds after its
+    earliest op (``time.perf_counter``; the loss counts in the last stage's forward): a typical step, not
+    the warm-up's shape exchange nor one step slowed by a busy machine. Which one: ``timeline_step``."""
     grads: dict[str, torch.Tensor]
     """The last step's, merged over ranks: the tied ``wte.weight`` is the sum of the first and last stage's
     (see :func:`~batchlab.measure.pipeline_local.split_model`)."""
@@ -221,11 +222,13 @@ class DistributedPipelineRun:
     """The warm-up step (stages exchange tensor shapes)."""
     start_seconds: float | None = None
     """From starting the processes until every rank had its process group and stage."""
+    timeline_step: int = 0
+    """The index in ``step_seconds`` of the step ``timeline`` shows."""
 
 
 def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> DistributedPipelineRun:
-    """The ranks' results as one run of ``job``: the last timed step's timeline (seconds after its earliest op),
-    the gradients summed over ranks where a name appears twice (the tied ``wte.weight``), step times.
+    """The ranks' results as one run of ``job``: the timeline of the timed step of median duration (seconds
+    after its earliest op), the gradients summed over ranks where a name appears twice (the tied ``wte.weight``), step times.
 
     ``align="clock"``: the ranks share one clock (one machine; ``perf_counter`` is system-wide).
     ``"barrier"``: each rank's times count from its own exit from the barrier before each step
@@ -238,9 +241,12 @@ def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> Di
 
     step_seconds = tuple(max(r.steps[k].end - origin(r, k) for r in results)
                          - min(r.steps[k].begin - origin(r, k) for r in results) for k in range(1, steps))
-    last = steps - 1
-    raw = [(r.rank, kind, mb, start - origin(r, last), end - origin(r, last))
-           for r in results for kind, mb, start, end in r.steps[last].ops]
+    if not step_seconds:
+        raise ValueError("只有预热一步：至少需要一个计时步")
+    median = sorted(range(len(step_seconds)), key=lambda k: step_seconds[k])[(len(step_seconds) - 1) // 2]
+    shown = median + 1  # results[·].steps[0] is the warm-up
+    raw = [(r.rank, kind, mb, start - origin(r, shown), end - origin(r, shown))
+           for r in results for kind, mb, start, end in r.steps[shown].ops]
     first = min(op[3] for op in raw)
     ops = tuple(Op(stage=rank, microbatch=mb, kind=kind, start=start - first, end=end - first)
                 for rank, kind, mb, start, end in sorted(raw, key=lambda op: op[3]))
@@ -252,7 +258,7 @@ def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> Di
               - min(r.steps[0].begin - origin(r, 0) for r in results))
     return DistributedPipelineRun(job=job, timeline=Timeline(job.schedule, len(results), job.num_microbatches, ops),
                                   grads=grads, loss=results[-1].loss, step_seconds=step_seconds,
-                                  warmup_seconds=warmup)
+                                  warmup_seconds=warmup, timeline_step=median)
 
 
 def run_pipeline_distributed(

@@ -7,12 +7,15 @@ the GPT of :mod:`batchlab.measure.model` and measures them:
 * :func:`split_model` cuts a :class:`~batchlab.measure.model.GPT` into stage modules, using
   :func:`batchlab.formulas.partition.partition_layers` (the first stage holds the embeddings, the last the
   final LayerNorm and the head, as in Megatron-LM);
-* :func:`run_pipeline_local` runs one step of a :class:`~batchlab.formulas.job.Job` — the job the formulas
+* :func:`run_pipeline_local` runs steps of a :class:`~batchlab.formulas.job.Job` — the job the formulas
   model, the same record — with every stage in this process, one op after the other, in an order that
   respects the pipeline's dependencies, with real autograd across the stage boundaries. It returns a
   :class:`LocalPipelineRun`: gradients equal to plain gradient accumulation's, and per-op times that,
   replayed under the dependencies (``replayed``), show the bubble that p devices with free communication
-  would have.
+  would have. ``warmup`` steps are run and discarded (the first backward of a stage allocates autograd's
+  buffers and is tens of times slower than the next), and with several timed ``steps`` each op takes its
+  median duration (:func:`~batchlab.formulas.pipeline_schedules.median_durations`), so that the replay
+  shows a typical step, not one slow op of one step.
 
 **Dropout.** A pipeline run takes its dropout from the job, and refuses any above 0
 (:func:`check_no_dropout`): what a pipeline run promises — and what 4.4, 4.6 and the tests check — is that
@@ -35,7 +38,7 @@ from torch.nn import functional as F
 from batchlab.formulas.checks import one_of, whole
 from batchlab.formulas.job import Job
 from batchlab.formulas.partition import PARTITION_METHODS, Stage, partition_layers
-from batchlab.formulas.pipeline_schedules import Op, Timeline, schedule_order, simulate
+from batchlab.formulas.pipeline_schedules import Op, Timeline, median_durations, schedule_order, simulate
 from batchlab.formulas.presets import check_seq_len
 from batchlab.measure.data import make_corpus
 from batchlab.measure.device import as_device, synchronize
@@ -148,23 +151,31 @@ class LocalPipelineRun:
 
     job: Job
     timeline: Timeline
-    """Measured start/end times, seconds after the first op: one process runs one op at a time, so its idle
-    share is about 1 − 1/p whatever the schedule."""
+    """The last timed step's measured start/end times, seconds after its first op: one process runs one op at
+    a time, so its idle share is about 1 − 1/p whatever the schedule."""
     replayed: Timeline
-    """The measured op durations replayed under the dependencies: what p devices with free communication do."""
+    """The measured op durations (each op's median over the timed steps) replayed under the dependencies:
+    what p devices with free communication do."""
     loss: float
     """The mean loss over the step's micro-batches."""
     grads: dict[str, torch.Tensor]
-    """{parameter name: gradient}, the GPT's names: those of the mean loss, i.e. gradient accumulation's."""
+    """{parameter name: gradient}, the GPT's names: those of the mean loss, i.e. gradient accumulation's (the
+    last step's; no optimizer step runs, so every step's are the same)."""
     p2p_messages: int
-    """Tensors that crossed a stage boundary: activations forward, their gradients backward."""
+    """Tensors that crossed a stage boundary in one step: activations forward, their gradients backward."""
     p2p_bytes: int
     """Their bytes: what devices would send each other (:func:`batchlab.formulas.comm.p2p_bytes`)."""
+    durations: tuple[dict[tuple[str, int, int], float], ...] = ()
+    """Per timed step, each op's seconds, keyed ``(kind, stage, microbatch)``; ``replayed`` uses their medians."""
+    warmup: int = 0
+    """Steps run before the timed ones and discarded."""
 
 
 def run_pipeline_local(job: Job, model: GPT | None = None, *, seed: int = 0,
-                       device: torch.device | str | None = None) -> LocalPipelineRun:
-    """Run one pipelined step of ``job`` in this process and time every op.
+                       device: torch.device | str | None = None, steps: int = 1,
+                       warmup: int = 0) -> LocalPipelineRun:
+    """Run ``warmup`` discarded and then ``steps`` timed pipelined steps of ``job`` in this process, timing
+    every op; the replay takes each op's median over the timed steps.
 
     The job says everything the step is: the model's shape, its dropout and recompute mode, the sequence
     length, the micro-batch size, the micro-batch count (``job.num_microbatches``: one replica's), the
@@ -179,8 +190,11 @@ def run_pipeline_local(job: Job, model: GPT | None = None, *, seed: int = 0,
     Each stage boundary is cut (``detach().requires_grad_()``), and a stage's backward feeds the
     gradient received from the next stage into its output, as between two devices. Each micro-batch's
     loss is divided by m, so the gradients are those of the mean loss: they equal gradient accumulation.
+    Every step starts from zeroed gradients and the same weights and data (no optimizer step), so the
+    gradients returned, the last step's, are each step's.
     """
     check_pipeline_job(job)
+    steps, warmup = whole("steps", steps), whole("warmup", warmup, minimum=0)
     model = build_model(job, seed) if model is None else check_job_model(job, model)
     schedule, p, m = job.schedule, job.pipeline_stages, job.num_microbatches
     stages = split_model(model, p, job.partition)
@@ -192,10 +206,39 @@ def run_pipeline_local(job: Job, model: GPT | None = None, *, seed: int = 0,
         model.to(device)
     xs = inputs.to(device).tensor_split(m)
     ys = targets.to(device).tensor_split(m)
-    model.zero_grad(set_to_none=True)
-
     orders = schedule_order(schedule, p, m)
     issue = sorted(simulate(orders), key=lambda op: (op.start, op.stage))
+    timed = []
+    for _ in range(warmup + steps):
+        model.zero_grad(set_to_none=True)
+        timed.append(_one_step(stages, issue, xs, ys, device))
+    timed = timed[warmup:]
+    times, loss_sum, p2p_messages, p2p_bytes = timed[-1]
+    durations = tuple({key: end - start for key, (start, end) in step[0].items()} for step in timed)
+
+    first = min(start for start, _ in times.values())
+    ops = tuple(Op(stage=s, microbatch=i, kind=kind, start=start - first, end=end - first)
+                for (kind, s, i), (start, end) in sorted(times.items(), key=lambda kv: kv[1][0]))
+    return LocalPipelineRun(
+        job=job,
+        timeline=Timeline(schedule, p, m, ops),
+        replayed=Timeline(schedule, p, m, simulate(orders, durations=median_durations(durations))),
+        loss=float(loss_sum) / m,
+        grads={name: param.grad.detach().clone() for name, param in model.named_parameters()
+               if param.grad is not None},
+        p2p_messages=p2p_messages,
+        p2p_bytes=p2p_bytes,
+        durations=durations,
+        warmup=warmup,
+    )
+
+
+def _one_step(stages: list[StageModule], issue: list[Op], xs: tuple[torch.Tensor, ...],
+              ys: tuple[torch.Tensor, ...], device: torch.device
+              ) -> tuple[dict[tuple[str, int, int], tuple[float, float]], torch.Tensor, int, int]:
+    """One pipelined step: the ops of ``issue`` in order (the caller zeroes the gradients). Returns each op's
+    (start, end) ``perf_counter`` times, the summed loss, and the p2p message count and bytes."""
+    p, m = len(stages), len(xs)
     stage_in: dict[tuple[int, int], torch.Tensor] = {}   # (s, i): stage s's input (a leaf for s > 0)
     stage_out: dict[tuple[int, int], torch.Tensor] = {}  # (s, i): its output, or the last stage's loss / m
     loss_sum = torch.zeros((), device=device)
@@ -229,17 +272,4 @@ def run_pipeline_local(job: Job, model: GPT | None = None, *, seed: int = 0,
         synchronize(device)
         times[(kind, s, i)] = (start, time.perf_counter())
 
-    first = min(start for start, _ in times.values())
-    ops = tuple(Op(stage=s, microbatch=i, kind=kind, start=start - first, end=end - first)
-                for (kind, s, i), (start, end) in sorted(times.items(), key=lambda kv: kv[1][0]))
-    durations = {key: end - start for key, (start, end) in times.items()}
-    return LocalPipelineRun(
-        job=job,
-        timeline=Timeline(schedule, p, m, ops),
-        replayed=Timeline(schedule, p, m, simulate(orders, durations=durations)),
-        loss=float(loss_sum) / m,
-        grads={name: param.grad.detach().clone() for name, param in model.named_parameters()
-               if param.grad is not None},
-        p2p_messages=p2p_messages,
-        p2p_bytes=p2p_bytes,
-    )
+    return times, loss_sum, p2p_messages, p2p_bytes

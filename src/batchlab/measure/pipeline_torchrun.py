@@ -61,7 +61,7 @@ def _summary(run: DistributedPipelineRun) -> dict:
         "bubble_formula": job.plan.bubble_fraction,
         "makespan_seconds": timeline.makespan, "busy_seconds_per_stage": busy,
         "step_seconds": list(run.step_seconds), "warmup_seconds": run.warmup_seconds,
-        "start_seconds": run.start_seconds,
+        "start_seconds": run.start_seconds, "timeline_step": run.timeline_step,
     }
 
 
@@ -107,7 +107,7 @@ def job_from_args(args: argparse.Namespace, pipeline_stages: int) -> Job:
 def main(argv: list[str] | None = None) -> int:
     """``python -m batchlab.measure.pipeline_torchrun``: under ``torchrun`` (``RANK`` set) this process is one
     rank, one stage; otherwise it starts the ranks itself. Rank 0 (or the launcher) prints a JSON
-    summary: idle share of the last step against (p − 1)/(m + p − 1), step and start-up seconds."""
+    summary: idle share of the median timed step against (p − 1)/(m + p − 1), step and start-up seconds."""
     args = _parser().parse_args(argv)
     if "RANK" not in os.environ:  # not under torchrun: start the ranks here
         device = args.device or "cpu"
