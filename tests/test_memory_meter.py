@@ -130,3 +130,12 @@ def test_measured_model_states_match_the_table_and_ignore_the_batch():
     # Adam also keeps one 4-byte step counter per parameter tensor, which the table leaves out
     assert readings[0].optimizer == table.optimizer + 4 * n_tensors
     assert readings[0].total == readings[0].parameters + readings[0].gradients + readings[0].optimizer
+
+
+def test_search_at_gpt2_vocabulary_needs_no_dense_chain():
+    # the lecture's procedure on a GPT-2-vocabulary job: the sequences are uniform ids (a peak does not
+    # depend on which tokens), not the Markov corpus, whose dense chain would need ~30 GB of host memory
+    wide = get_config("tiny", vocab_size=50257)
+    job = Job(wide, seq_len=16, global_batch=1, micro_batch_size=1, precision="fp32")
+    result = find_micro_batch(job, capacity_bytes=10**9, limit=2)
+    assert [t.micro_batch_size for t in result.tried][0] == 1 and result.best >= 1

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from batchlab.formulas.presets import PRESETS, PUBLISHED_PARAMS, GPTConfig, count_params, get_config
-from batchlab.measure.data import make_corpus, markov_source
+from batchlab.measure.data import MARKOV_MAX_VOCAB, make_corpus, markov_source, random_tokens
 from batchlab.measure.model import GPT
 
 
@@ -99,3 +99,20 @@ def test_head_is_a_copy_of_the_first_sequences_cut_to_length():
     # its own storage: a memory measurement of this batch does not count the corpus
     assert x.untyped_storage().nbytes() == x.numel() * x.element_size()
     assert data.head(3)[0].shape == (3, 12)
+
+
+def test_markov_source_refuses_a_gpt2_vocabulary_in_one_line():
+    # dense vocab² chain: GPT-2's 50,257 tokens would take 10 GB (and 20 GB more for π) before failing
+    with pytest.raises(ValueError, match="vocab_size = 50257 超过了 马尔可夫语料的词表上限"):
+        markov_source(50257)
+    assert markov_source(MARKOV_MAX_VOCAB, seed=1).vocab_size == MARKOV_MAX_VOCAB
+
+
+def test_random_tokens_are_seeded_shifted_and_cheap_at_gpt2_vocabulary():
+    x, y = random_tokens(3, 1024, 50257, seed=5)
+    assert x.shape == y.shape == (3, 1024)
+    assert torch.equal(x[:, 1:], y[:, :-1])                      # next-token targets
+    assert torch.equal(x, random_tokens(3, 1024, 50257, seed=5)[0])
+    assert not torch.equal(x, random_tokens(3, 1024, 50257, seed=6)[0])
+    assert int(x.max()) < 50257 and int(x.max()) > 4096          # the whole vocabulary is used
+    assert x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr()  # two buffers

@@ -12,7 +12,11 @@ import torch
 
 from batchlab.formulas.checks import at_most, whole
 
-__all__ = ["MarkovSource", "TokenDataset", "markov_source", "make_corpus"]
+__all__ = ["MarkovSource", "TokenDataset", "markov_source", "make_corpus", "random_tokens", "MARKOV_MAX_VOCAB"]
+
+MARKOV_MAX_VOCAB = 4096
+"""The largest vocabulary :func:`markov_source` builds: its transition matrix is dense (vocab² floats, 64 MiB
+at 4096); GPT-2's 50,257 would need 10 GB, and 20 GB more for the stationary distribution."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,9 @@ class TokenDataset:
 
 def markov_source(vocab_size: int = 64, branching: int = 4, seed: int = 0) -> MarkovSource:
     """A chain in which each token is followed by one of ``branching`` likely successors."""
-    whole("vocab_size", vocab_size, 2)
+    # the matrix is dense: refuse a GPT-2-sized vocabulary in one line instead of eating the host's memory
+    at_most("vocab_size", whole("vocab_size", vocab_size, 2), MARKOV_MAX_VOCAB,
+            "马尔可夫语料的词表上限（内容无关的测量请用 random_tokens）")
     at_most("branching", whole("branching", branching), vocab_size, "vocab_size")
     g = torch.Generator().manual_seed(seed)
     weights = torch.full((vocab_size, vocab_size), 1e-3)  # a little mass everywhere: no zero rows
@@ -102,3 +108,18 @@ def make_corpus(
     for t in range(seq_len):
         tokens[:, t + 1] = torch.multinomial(source.transition[tokens[:, t]], 1, generator=g).squeeze(1)
     return TokenDataset(inputs=tokens[:, :-1].contiguous(), targets=tokens[:, 1:].contiguous(), source=source)
+
+
+def random_tokens(num_sequences: int, seq_len: int, vocab_size: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uniformly random token ids ``(inputs, targets)``, each [num_sequences, seq_len], targets shifted by one.
+
+    For measurements whose result does not depend on what the tokens are (memory peaks, timings): it costs
+    O(tokens) at any vocabulary, where :func:`make_corpus` needs a dense vocab² chain.
+    """
+    whole("num_sequences", num_sequences)
+    whole("seq_len", seq_len)
+    g = torch.Generator().manual_seed(whole("seed", seed, minimum=0))
+    tokens = torch.randint(0, whole("vocab_size", vocab_size, 2), (num_sequences, seq_len + 1), generator=g)
+    # two buffers of their own (a slice of one row would share the whole row's storage)
+    return (tokens[:, :-1].clone(memory_format=torch.contiguous_format),
+            tokens[:, 1:].clone(memory_format=torch.contiguous_format))

@@ -28,7 +28,7 @@ from torch import nn
 from batchlab.formulas.checks import positive, whole
 from batchlab.formulas.job import Job
 from batchlab.formulas.memory import ModelStates, grow_micro_batch
-from batchlab.measure.data import make_corpus
+from batchlab.measure.data import random_tokens
 from batchlab.measure.device import accelerator_module, as_device, card_index
 from batchlab.measure.device_memory import memory_info, reset_peak_memory
 from batchlab.measure.model import GPT, LossFn, build_model, check_job_model, next_token_loss
@@ -179,8 +179,9 @@ def find_micro_batch(job: Job, model: GPT | None = None, *, target_fraction: flo
     def measure(b: int) -> float | None:
         batch = None
         try:
-            data = make_corpus(b, job.seq_len, vocab_size=job.model.vocab_size, seed=seed)
-            batch = data.inputs.to(device).clone(), data.targets.to(device).clone()  # two buffers, as a loader gives
+            # a peak does not depend on which tokens: uniform ids cost nothing at GPT-2's vocabulary
+            inputs, targets = random_tokens(b, job.seq_len, job.model.vocab_size, seed=seed)
+            batch = inputs.to(device), targets.to(device)  # two buffers, as a loader gives
             peaks[b] = step_peak(model, *batch, loss_fn=loss_fn)
         except Exception as error:  # noqa: BLE001 — only out-of-memory is expected; the rest re-raise
             if not is_out_of_memory(error):
