@@ -215,3 +215,26 @@ def test_grade_without_its_extra_is_refused_in_one_line(absent, tmp_path, monkey
     assert main(["grade", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and absent in err and "pip install batchlab[grade]" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["plan", "tune"])
+def test_text_reports_name_the_attention_their_activations_assume(command, capsys):
+    # the case's 16.7 GiB on stage 0 keeps the s×s scores; the text must say so, and say the other kind when asked
+    from batchlab.formulas.memory import activation_basis
+
+    args = [command, *CASE[1:-1]] + (["--micro-batch", "2"] if command == "plan" else [])
+    assert main(args) == 0
+    stored = capsys.readouterr().out
+    assert activation_basis("materialized") in stored and "显式注意力" in stored
+    assert main(args + ["--attention", "fused"]) == 0
+    fused = capsys.readouterr().out
+    assert activation_basis("fused") in fused and "显式注意力" not in fused
+
+
+def test_plan_text_says_the_72_form_is_derived_not_eq_3(capsys):
+    assert main(["plan", *CASE[1:-1], "--micro-batch", "2"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("model FLOPs"))
+    assert "without recomputation" in line and "not Eq. 3" in line
+    assert main(["plan", *CASE[1:-1], "--micro-batch", "2", "--recompute", "full"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("model FLOPs"))
+    assert "Eq. 3: full recompute" in line

@@ -165,3 +165,22 @@ def test_megatron_convention_keeps_fp32_gradients_and_all_reduces_them():
     stage = zero.stages[1].params
     assert stage_memory(megatron).stages[1].states.gradients == 4 * stage == 2 * stage_memory(zero).stages[1].states.gradients
     assert step_communication(megatron).allreduce_bytes == 2 * step_communication(zero).allreduce_bytes
+
+
+def test_activation_basis_names_the_attention_and_the_explorer_shows_it():
+    # the case keeps the s×s scores (~70 % of a layer's bytes); whoever prints its activations must say so
+    from batchlab.formulas.memory import activation_basis
+    from batchlab.page.memory import render_memory_summary_html
+
+    assert "显式注意力" in activation_basis("materialized") and "s×s" in activation_basis("materialized")
+    assert "融合注意力" in activation_basis("fused") and "显式" not in activation_basis("fused")
+    with pytest.raises(ValueError, match="attention = 'flash'"):
+        activation_basis("flash")
+    case = CASE_STUDY.job
+    assert case.attention == "materialized"
+    assert activation_basis("materialized") in render_memory_summary_html(stage_memory(case))
+    fused = replace(case, attention="fused")
+    assert activation_basis("fused") in render_memory_summary_html(stage_memory(fused))
+    stored, kept = (stage_memory(j).stages[0].activation_bytes / GIB for j in (case, fused))
+    assert stored == pytest.approx(16.71, abs=0.01) and kept == pytest.approx(4.99, abs=0.01)
+    assert 0.65 < 1 - layer_activation_bytes(fused) / layer_activation_bytes(case) < 0.75

@@ -61,10 +61,39 @@ def test_case_trains_with_dropout_and_stage0_matches_the_hand_count():
     assert stage0.activation_bytes == stage0.in_flight * per_microbatch
     without = stage_memory(replace(CASE, dropout=0.0)).stages[0]
     assert without.activation_bytes == stage0.in_flight * (layers * s * b * h * (32 + 2 * a * s / h) + 8 * s * b)
-    printed = _output_of("for d in (case.dropout, 0.0)")
+    printed = _output_of("for att, d in product((case.attention, \"fused\"), (case.dropout, 0.0))")
     for value in (stage0.activation_bytes, without.activation_bytes):
         assert f"{value / GIB:.2f}" in printed
     assert f"{stage0.activation_bytes / GIB:.2f}" != f"{without.activation_bytes / GIB:.2f}"
+
+
+# 1b. the attention the case's bytes assume: named where they are printed, the fused figures beside them
+
+def _rows_of(printed: str, label: str) -> list[str]:
+    return [line for line in printed.splitlines() if line.split()[:1] == [label]]
+
+
+def test_case_activations_name_their_attention_and_show_the_fused_figures():
+    assert CASE.attention == "materialized"      # every case number keeps the s×s scores unless it says so
+    fused = {s: stage_memory(replace(CASE, schedule=s, attention="fused")).stages[0].activation_bytes / GIB
+             for s in ("1f1b", "gpipe")}
+    assert fused["1f1b"] == pytest.approx(4.99, abs=0.01) and fused["gpipe"] == pytest.approx(19.97, abs=0.01)
+    stored = {s: stage_memory(replace(CASE, schedule=s)).stages[0].activation_bytes / GIB for s in ("1f1b", "gpipe")}
+    assert stored["1f1b"] == pytest.approx(16.71, abs=0.01) and stored["gpipe"] == pytest.approx(66.85, abs=0.01)
+    # the first table: both kinds, named, from the same job
+    table = _output_of("for att, d in product((case.attention, \"fused\"), (case.dropout, 0.0))")
+    explicit, flash = _rows_of(table, "显式注意力"), _rows_of(table, "融合注意力")
+    assert len(explicit) == 2 and len(flash) == 2
+    assert explicit[0].split()[-1] == f"{stored['1f1b']:.2f}" and flash[0].split()[-1] == f"{fused['1f1b']:.2f}"
+    assert "s×s 分数占每层的 70%" in table
+    # the schedule table's header names the kind; the fused stage 0 of both schedules is printed beside it
+    assert "阶段 0 激活（显式注意力）" in _output_of('stage0_bytes(s, b, 2 * g) / base[s]')
+    beside = _output_of('stage0_bytes(s, b, g, attention="fused")')
+    assert f"GPipe {fused['gpipe']:.2f} GiB" in beside and f"1F1B {fused['1f1b']:.2f} GiB" in beside
+    held = _output_of("held / boundary")
+    assert f"{stored['1f1b']:.2f} GiB（显式注意力）" in held and f"融合注意力下 {fused['1f1b']:.2f} GiB" in held
+    prose = _prose()
+    assert "--use-flash-attn" in prose and "MindSpeed-LLM" in prose and 'attention = \"materialized\"' in prose
 
 
 # 2. both bytes-per-parameter conventions, in the chapter's table
@@ -76,6 +105,15 @@ def test_both_gradient_conventions_are_in_the_table():
     megatron = [line for line in table.splitlines() if "Megatron-LM" in line and " Adam " in f" {line} "]
     assert len(megatron) == 1 and megatron[0].split()[-1] == "18"
     assert "ZeRO" in _prose() and "18" in _prose()
+
+
+def test_megatron_convention_is_labelled_bf16_and_fp16s_20_is_attributed():
+    # Megatron-LM's own table: 18 B/param is bf16 parameters with fp32 gradients; fp16 with fp16 gradients is 20
+    table = _output_of("bytes_per_param(precision, optimizer, fp32_grads=fp32_grads)")
+    megatron = [line for line in table.splitlines() if "Megatron-LM" in line]
+    assert megatron and all("Megatron-LM，bf16" in line for line in megatron)
+    prose = _prose()
+    assert "fp16 参数 + fp16 梯度是 20 字节/参数" in prose and "dist_optimizer.md" in prose
 
 
 # 3. the measured line: what it shows, and its constant above 1 % at B = 1

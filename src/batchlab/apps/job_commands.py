@@ -12,7 +12,7 @@ import argparse
 
 from batchlab.formulas.checks import at_most, positive
 from batchlab.formulas.job import ATTENTION_KINDS, DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, RECOMPUTE_MODES, Job
-from batchlab.formulas.memory import stage_memory
+from batchlab.formulas.memory import activation_basis, stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.precision import PRECISIONS
 from batchlab.formulas.presets import PRESETS, count_params, get_config
@@ -116,10 +116,11 @@ def _job_summary(job: Job) -> dict:
 
 
 def _memory_settings(report: dict) -> str:
-    """The settings the memory answer rests on, in one line of the text reports."""
+    """The settings the memory answer rests on, in one line of the text reports (the attention kind in the
+    reader's words too: the stored s×s scores are most of a GPT-2 layer's activation bytes)."""
     return (f"{report['schedule']}, recompute {report['recompute']}, {report['precision']}, {report['optimizer']}"
             f"{' + ZeRO-1' if report['zero1'] else ''}{', fp32 grads' if report['fp32_grads'] else ''}, "
-            f"dropout {report['dropout']:g}, {report['attention']} attention")
+            f"dropout {report['dropout']:g}, {activation_basis(report['attention'])}")
 
 
 # ── plan ─────────────────────────────────────────────────────────────────────────────────────────
@@ -191,8 +192,9 @@ def plan_text(report: dict) -> str:
         lines.append(f"--grad-accum     matches the reading '{report['grad_accum_reading']}'")
     if not report["enough_microbatches"]:
         lines.append("warning          fewer micro-batches than stages: 1F1B cannot run, the pipeline never fills")
-    lines.append(f"model FLOPs      {report['model_flops_per_token']:.4g} per token (Narayanan et al. 2021"
-                 f"{', full recompute' if report['recompute'] == 'full' else ''})")
+    lines.append(f"model FLOPs      {report['model_flops_per_token']:.4g} per token ("
+                 + ("Narayanan et al. 2021, Eq. 3: full recompute" if report["recompute"] == "full" else
+                    "from Narayanan et al. 2021's counts without recomputation: 3 passes, not Eq. 3's 4") + ")")
     if report["mfu"] is not None:
         lines.append(f"mfu              {report['mfu']:.1%}  = {report['tokens_per_second']:g} tokens/s × FLOPs/token "
                      f"/ ({report['devices']} × {report['peak_flops'] / 1e12:g} TFLOPS)")

@@ -28,6 +28,8 @@ element (2 in 16-bit, 4 in fp32) and k the bytes of one dropout-mask element (1;
 * two dropout masks (attention output, MLP output): 2·k·sbh (16-bit: 2sbh) → 34sbh in total
 * attention with the s×s scores materialised: the softmax output e·as²b, and with dropout its mask
   k·as²b and its output e·as²b → 5as²b in 16-bit. Fused attention (FlashAttention, SDPA) keeps none.
+  ``Job.attention`` picks one; the lecture's case (and every case number the book prints) keeps the scores,
+  so wherever activation bytes are printed :func:`activation_basis` names which attention they assume.
 
 Recompute modes: ``selective`` recomputes the s² part (keeps 34sbh); ``full`` keeps only each layer's
 input, e·sbh, and recomputes the rest during the backward pass, when one layer's full set exists again
@@ -44,11 +46,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batchlab.formulas.checks import fraction, one_of, whole
-from batchlab.formulas.job import OPTIMIZER_STATES, Job
+from batchlab.formulas.job import ATTENTION_KINDS, OPTIMIZER_STATES, Job
 from batchlab.formulas.partition import Stage
 from batchlab.formulas.precision import ELEMENT_BYTES, MASTER_WEIGHT_BYTES, PRECISION_DTYPE, PRECISIONS, gradient_bytes
 
-__all__ = ["bytes_per_param", "ModelStates", "model_states", "layer_activation_bytes", "stage_activation_bytes",
+__all__ = ["activation_basis", "bytes_per_param", "ModelStates", "model_states", "layer_activation_bytes", "stage_activation_bytes",
            "StageMemory", "MemoryReport", "stage_memory", "grow_micro_batch", "logit_bytes"]
 
 LOGIT_BYTES = 4       # the loss's log-softmax is kept in fp32 in both precisions
@@ -106,6 +108,13 @@ def layer_activation_bytes(job: Job, recompute: str | None = None) -> int:
         return linear_part
     scores = a * s * s * b
     return linear_part + e * scores + ((k + e) * scores if k else 0)
+
+
+def activation_basis(attention: str) -> str:
+    """The one short phrase that says which attention activation bytes assume (``Job.attention``): every
+    table, summary and CLI line that prints a job's activations shows it, so that the 5as²b of stored
+    scores is never assumed silently."""
+    return f"激活值按{ATTENTION_KINDS[one_of('attention', attention, ATTENTION_KINDS)]}计"
 
 
 def logit_bytes(job: Job) -> int:

@@ -8,7 +8,9 @@ module puts side by side what the book computes in separate chapters:
 
 * the bubble (p − 1)/(m + p − 1) and the modelled tokens/s (:func:`batchlab.formulas.throughput.model_step`,
   with a rate curve: measured, or a device preset's roofline, :meth:`batchlab.formulas.roofline.DevicePeak.curve`);
-* the worst stage's peak memory against the device (:func:`batchlab.formulas.memory.stage_memory`).
+* the worst stage's peak memory against the device (:func:`batchlab.formulas.memory.stage_memory`), under
+  the job's own attention kind (``Job.attention``; the lecture's case keeps the s×s scores, and whoever
+  prints the answer names it with :func:`batchlab.formulas.memory.activation_basis`).
 
 :func:`tune` recommends the fitting candidate with the highest modelled tokens/s. When nothing fits it
 tries the usual remedies one at a time — recomputation (selective, then full), then more pipeline

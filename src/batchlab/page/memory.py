@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from batchlab.formulas.job import GIB, LIMITS, RECOMPUTE_MODES, Job
-from batchlab.formulas.memory import MemoryReport, stage_memory
+from batchlab.formulas.memory import MemoryReport, activation_basis, stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.precision import PRECISIONS, default_precision
 from batchlab.formulas.presets import PRESETS, get_config
@@ -57,7 +57,8 @@ def _few(counts: list[int]) -> str:
 
 
 def render_memory_summary_html(report: MemoryReport) -> str:
-    """The explorer's one-line summary; every number is read from ``report`` and its job."""
+    """The explorer's one-line summary; every number is read from ``report`` and its job, and it names the
+    attention the activations assume (:func:`~batchlab.formulas.memory.activation_basis`)."""
     plan, schedule = report.job.plan, report.job.schedule
     peaks = report.peak_bytes_per_stage
     worst = peaks.index(max(peaks))
@@ -73,7 +74,8 @@ def render_memory_summary_html(report: MemoryReport) -> str:
         f"<div>最满的是阶段 {worst}：峰值 <b>{peaks[worst] / scale:.2f} {unit}</b>，占设备显存"
         f"（{capacity / scale:.4g} {unit}）的 <b>{share_text(report.peak_memory_fraction)}</b>，{verdict}；"
         f"每个副本 m = <b>{plan.num_microbatches}</b> 个微批次，{html.escape(SCHEDULES.get(schedule, schedule))} "
-        f"下各阶段同时保存的微批次数：{_few([st.in_flight for st in report.stages])}{warn}</div>"
+        f"下各阶段同时保存的微批次数：{_few([st.in_flight for st in report.stages])}；"
+        f"{html.escape(activation_basis(report.job.attention))}{warn}</div>"
     )
 
 
