@@ -95,3 +95,34 @@ def test_causal_halving_of_the_attention_term_is_about_five_percent_for_the_case
     full, causal = layer_forward_flops(XL, 1, s), layer_forward_flops(XL, 1, s, causal=True)
     assert causal == pytest.approx(24 * s * h**2 * (1 + s / (12 * h)))
     assert 1 - causal / full == pytest.approx(0.048, abs=0.001)
+
+
+def _forward_matmul_flops(b: int, s: int, h: int, layers: int, vocab: int) -> tuple[int, int]:
+    """An independent count, matmul by matmul (2·m·k·n each), of one forward pass: (the layers, the logits)."""
+    matmul = lambda m, k, n: 2 * m * k * n  # noqa: E731
+    tokens = b * s
+    per_layer = (3 * matmul(tokens, h, h)          # Q, K, V projections
+                 + b * matmul(s, h, s)             # scores Q·Kᵀ (all heads together: a·(s × h/a × s))
+                 + b * matmul(s, s, h)             # scores · V
+                 + matmul(tokens, h, h)            # attention output projection
+                 + matmul(tokens, h, 4 * h) + matmul(tokens, 4 * h, h))   # the MLP
+    return layers * per_layer, matmul(tokens, h, vocab)
+
+
+@pytest.mark.parametrize("model", ["gpt2", "gpt2-large", "gpt2-xl"])
+def test_72_form_is_three_passes_and_eq_3_is_four_on_the_layers_three_on_the_logits(model):
+    # the 72 form is derived from Narayanan et al. 2021's counts without recomputation (forward + backward = 3
+    # forwards); their Eq. 3, 96·B·s·l·h²(1 + s/6h + V/16lh), recomputes the layers (4) but not the logits (3)
+    config = get_config(model)
+    b, s = 2, 1024
+    job = Job(config, seq_len=s, global_batch=b, micro_batch_size=b)
+    layers, logits = _forward_matmul_flops(b, s, config.d_model, config.n_layer, config.vocab_size)
+    assert model_flops_per_token(job) * b * s == pytest.approx(3 * (layers + logits), rel=1e-12)
+    full = replace(job, recompute="full")
+    assert model_flops_per_token(full) * b * s == pytest.approx(4 * layers + 3 * logits, rel=1e-12)
+    l, h, v = config.n_layer, config.d_model, config.vocab_size
+    eq3 = 96 * b * s * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h))
+    assert 4 * layers + 3 * logits == pytest.approx(eq3, rel=1e-12)
+    # the old attribution's error: Eq. 3 × 3/4 gets the layers right but keeps only 3/4 of the logits
+    # (V/16lh · 96 · 3/4 ≠ V/12lh · 72), so the 72 form is not "Eq. 3 with a 72 in front" but a derivation
+    assert 0.75 * eq3 < 3 * (layers + logits)

@@ -7,12 +7,17 @@ means fewer micro-batches (a bigger bubble) but larger matrix multiplications (M
 sequence length rows), which a device runs at a higher fraction of its peak. This module puts both
 into one modelled step time, so the trade-off can be computed instead of argued.
 
-**FLOPs** (Narayanan et al. 2021, §5.1; the counts live beside the parameter counts in
-:mod:`batchlab.formulas.presets`): a transformer layer's forward pass costs 24·b·s·h²·(1 + s/(6h)) FLOPs (its
-matmuls), the output head 2·b·s·h·V; the backward pass twice the
-forward; full recomputation adds one more forward of the layers. Per token of a training step this is
-the paper's 72·l·h²·(1 + s/(6h) + V/(12·l·h)) without recomputation and 96·l·h²·(1 + s/(6h) +
-V/(16·l·h)) with it.
+**FLOPs** (Narayanan et al. 2021, appendix "Floating-point operations"; the counts live beside the parameter
+counts in :mod:`batchlab.formulas.presets`): a transformer layer's forward pass costs 24·b·s·h²·(1 + s/(6h))
+FLOPs (its matmuls), the output head 2·b·s·h·V; the backward pass twice the forward. The paper's Eq. 3
+(§5.1), F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) per iteration, *assumes full activation recomputation*:
+the layers run four forward-equivalents (forward, the recomputed forward, backward = 2), 4 × 24 = 96, while
+the head is not recomputed (forward + backward = 6·B·s·h·V = 96·B·s·l·h² · V/(16·l·h)). Without
+recomputation — this module's default — the layers run three (72 = 96 × 3/4) and the same 6·B·s·h·V is
+72·B·s·l·h² · V/(12·l·h): per token 72·l·h²·(1 + s/(6h) + V/(12·l·h)). That form is derived here from the
+paper's counts, not printed in it; Megatron-LM's own throughput log (``num_floating_point_operations`` in
+megatron/training/training.py) also counts three passes. With ``recompute="full"`` this module gives Eq. 3
+per token, 96·l·h²·(1 + s/(6h) + V/(16·l·h)).
 
 **Achieved FLOP/s** at M rows comes from a *rate curve*: measured points (M, FLOP/s) from
 :mod:`batchlab.measure.matmul` on the reader's device, interpolated on log–log axes and held flat outside
@@ -38,8 +43,9 @@ def _training_flops(layers: float, head: float, recompute: str) -> float:
 
 
 def model_flops_per_token(job: Job) -> float:
-    """Training FLOPs per token of ``job``'s model and sequence length: Narayanan et al. 2021's
-    72·l·h²·(1 + s/(6h) + V/(12·l·h)), or with full recomputation 96·l·h²·(1 + s/(6h) + V/(16·l·h))."""
+    """Training FLOPs per token of ``job``'s model and sequence length (module docstring): without
+    recomputation 72·l·h²·(1 + s/(6h) + V/(12·l·h)), derived from Narayanan et al. 2021's counts with three
+    passes; with full recomputation their Eq. 3 per token, 96·l·h²·(1 + s/(6h) + V/(16·l·h))."""
     config, s = job.model, job.seq_len
     layers = config.n_layer * layer_forward_flops(config, 1, s) / s
     return _training_flops(layers, head_forward_flops(config, 1, s) / s, job.recompute)
