@@ -50,6 +50,7 @@ def test_span_scales_both_ends():
     assert span((2.8e14, 3.5e14), scale=1e12) == "280–350"
     assert span((1.6e12, 1.8e12), 1, 1e12) == "1.6–1.8"
     assert span((150.4, 218.75)) == "150–219"
+    assert span((1.6384e12, 1.6384e12), 2, 1e12) == "1.64"  # one figure prints once
     with pytest.raises(ValueError):
         span((1.0,))
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from batchlab.formulas.precision import ELEMENT_BYTES, element_bytes
-from batchlab.formulas.roofline import (DEVICE_PRESETS, DevicePeak, arithmetic_intensity, matmul_bytes, matmul_flops,
-                                        ridge_point, roofline_flops, tokens_per_matmul)
+from batchlab.formulas.roofline import (ASCEND_910B_SOCS, DEVICE_PRESETS, HBM2E_STACK_BYTES, DevicePeak,
+                                        arithmetic_intensity, cube_peak_flops, hbm_bandwidth, matmul_bytes,
+                                        matmul_flops, ridge_point, roofline_flops, tokens_per_matmul)
 
 
 def test_flops_bytes_and_intensity_by_hand():
@@ -53,12 +54,54 @@ def test_presets_have_ranges_and_sources():
         low, high = preset.ridge_range
         assert low <= ridge_point(preset.peak_flops[0], preset.memory_bandwidth[0]) <= high
     ascend = DEVICE_PRESETS["ascend-910b"]
-    assert ascend.peak_flops == (280e12, 376e12) and ascend.memory_bandwidth == (1.2e12, 1.6e12)
-    assert ascend.ridge_range == pytest.approx((175.0, 313.3), abs=0.1)
+    assert ascend.ridge_range == pytest.approx((180.0, 222.0), abs=0.1)
     # The lecture's M = 128 sits below even the lowest 910B ridge; M = 2048 (micro-batch 2 × 1024) above the highest.
     assert arithmetic_intensity(128, 4096, 8192, 2) < ascend.ridge_range[0]
     assert arithmetic_intensity(tokens_per_matmul(2, 1024), 4096, 8192, 2) > ascend.ridge_range[1]
-    assert ascend.attainable(1.0) == (1.2e12, 1.6e12)
+    assert ascend.attainable(1.0) == ascend.memory_bandwidth
+
+
+def test_910b_peak_is_cores_times_cube_clock_from_the_cann_platform_files():
+    """Each end is cube_core_cnt × cube_freq × 16³ multiply-adds × 2 FLOP of a named 64 GiB variant's file; the
+    32 GiB 910B4 and the old 280/376 TFLOPS (a page that did not say 910B4; a 910C package ÷ 2) are not used."""
+    socs = {soc.soc: soc for soc in ASCEND_910B_SOCS}
+    assert socs["Ascend910B3"].cube_cores * socs["Ascend910B3"].cube_mhz * 1e6 * 16**3 * 2 == 294.912e12
+    assert socs["Ascend910B1"].cube_cores * socs["Ascend910B1"].cube_mhz * 1e6 * 16**3 * 2 == 363.7248e12
+    assert cube_peak_flops(24, 1800) == pytest.approx(353.89e12, rel=1e-4)  # the 910B2 and 910B2C
+    assert cube_peak_flops(20, 1500) == pytest.approx(245.76e12)            # the 910B4, 32 GiB: left out
+    ascend = DEVICE_PRESETS["ascend-910b"]
+    assert ascend.peak_flops == (socs["Ascend910B3"].peak_flops, socs["Ascend910B1"].peak_flops)
+    assert "Ascend910B3" in ascend.source and "Ascend910B1" in ascend.source
+    sixty_four = [soc.peak_flops for soc in ASCEND_910B_SOCS if soc.memory_bytes == 64 * 2**30]
+    assert ascend.peak_flops == (min(sixty_four), max(sixty_four))
+    assert socs["Ascend910B4"].memory_bytes == 32 * 2**30 and socs["Ascend910B4"].peak_flops < ascend.peak_flops[0]
+    assert 280e12 not in ascend.peak_flops and 376e12 not in ascend.peak_flops
+
+
+def test_910b_bandwidth_is_four_hbm2e_stacks_not_the_32_gb_parts():
+    """64 GiB as 16 GiB HBM2E stacks is four, at 3.2 Gb/s × 1024 pins each: 1.64 TB/s. The old low end, 1.2 TB/s,
+    came from a page about a 32 GB part."""
+    assert 64 * 2**30 // HBM2E_STACK_BYTES == 4
+    assert hbm_bandwidth(1, 3.2) == pytest.approx(409.6e9)  # the announced 410 GB/s per stack
+    ascend = DEVICE_PRESETS["ascend-910b"]
+    assert ascend.memory_bandwidth == (hbm_bandwidth(4, 3.2),) * 2 == (1.6384e12, 1.6384e12)
+    assert ascend.memory_bandwidth[0] != 1.2e12
+
+
+def test_the_case_stays_compute_bound_for_any_bandwidth_above_the_threshold():
+    """4.4's robustness line: the case's smallest matmul (micro-batch 1, M = 1024) is compute-bound for any
+    bandwidth above peak_high / intensity ≈ 0.64 TB/s, below both bandwidth ends, so the conclusion does not
+    rest on the bandwidth assumption; below the threshold the matmul would be memory-bound."""
+    ascend = DEVICE_PRESETS["ascend-910b"]
+    intensity = arithmetic_intensity(tokens_per_matmul(1, 1024), 1600, 6400, 2)
+    threshold = ascend.compute_bound_above(intensity)
+    assert threshold == pytest.approx(0.6394e12, rel=1e-3)
+    assert threshold < min(ascend.memory_bandwidth)
+    assert roofline_flops(intensity, ascend.peak_flops[1], threshold * 1.01) == ascend.peak_flops[1]
+    assert roofline_flops(intensity, ascend.peak_flops[1], threshold * 0.99) < ascend.peak_flops[1]
+    # the issue's 0.66 TB/s is the same rule on the old 376 TFLOPS high end
+    old = DevicePeak("old", (280e12, 376e12), (1.2e12, 1.6e12), source="the preset before issue 28")
+    assert old.compute_bound_above(intensity) == pytest.approx(0.661e12, rel=1e-3)
 
 
 def test_910b_bandwidth_is_four_hbm2e_stacks_and_the_case_is_compute_bound():

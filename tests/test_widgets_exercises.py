@@ -1,5 +1,6 @@
 import pytest
 
+from batchlab.formulas.roofline import DEVICE_PRESETS
 from batchlab.page.batch import BatchExplorer
 from batchlab.ui.explorer_widget import ExplorerWidget
 from batchlab.ui.exercises import EXERCISES, ask, check, expected, is_correct
@@ -98,8 +99,9 @@ def test_exercise_answers_are_the_books_numbers():
     flops = 72 * 36 * 1280**2 * (1 + 1024 / (6 * 1280) + 50257 / (12 * 36 * 1280))
     assert expected("4.5-1") == 16 and expected("4.5-5") == "C"
     assert expected("4.5-2") == pytest.approx(flops / 1e9)
-    assert expected("4.5-3") == pytest.approx(100 * 20_000 * flops / (16 * 280e12))   # the 910B preset's low end
-    assert "280 TFLOP/s" in EXERCISES["4.5-3"].question
+    low = DEVICE_PRESETS["ascend-910b"].peak_flops[0]  # the 910B preset's low end, 294.912 TFLOP/s (910B3)
+    assert expected("4.5-3") == pytest.approx(100 * 20_000 * flops / (16 * low))
+    assert "295 TFLOP/s" in EXERCISES["4.5-3"].question
 
 
 @pytest.mark.parametrize("answer, says", [(None, "还没有作答"), ("8", "请填一个数字"), (True, "请填一个数字")])

@@ -28,7 +28,8 @@ from batchlab.formulas.presets import GPTConfig
 
 __all__ = ["matmul_flops", "matmul_bytes", "arithmetic_intensity", "ridge_point", "roofline_flops",
            "tokens_per_matmul", "MeasuredRate", "RateCurve", "ROOFLINE_ROWS", "roofline_curve", "DevicePeak",
-           "DEVICE_PRESETS"]
+           "CANN_PLATFORM_SOURCE", "CubeSpec", "ASCEND_910B_SOCS", "cube_peak_flops", "hbm_bandwidth",
+           "HBM2E_STACK", "HBM2E_STACK_BYTES", "ASCEND_910B_HBM", "DEVICE_PRESETS"]
 
 
 def matmul_flops(m: int, k: int, n: int) -> int:
@@ -198,23 +199,101 @@ class DevicePeak:
         return (roofline_flops(intensity, self.peak_flops[0], self.memory_bandwidth[0]),
                 roofline_flops(intensity, self.peak_flops[1], self.memory_bandwidth[1]))
 
+    def compute_bound_above(self, intensity: float) -> float:
+        """The memory bandwidth (bytes/s) above which a matmul of ``intensity`` (FLOP/byte) is compute-bound at
+        every peak of the range: peak_high / intensity. A conclusion that rests on "compute-bound" holds for
+        any bandwidth above it, whatever the card's true bandwidth."""
+        return self.peak_flops[1] / positive("intensity", intensity)
+
+
+# ---------------------------------------------------------------------------
+# The 910B's peaks, from the CANN toolkit's per-SoC platform configuration
+# ---------------------------------------------------------------------------
+
+CANN_PLATFORM_SOURCE = ("CANN 8.1.RC1 platform configuration, "
+                        "Ascend/ascend-toolkit/8.1.RC1/aarch64-linux/data/platform_config/<SoC>.ini "
+                        "(mirrored at github.com/leideng/CANN-8.1.RC1, commit 4332a013)")
+"""Where :data:`ASCEND_910B_SOCS` comes from: the files CANN's compiler reads for each SoC."""
+
+
+def cube_peak_flops(cube_cores: int, cube_mhz: float, cube_mkn: tuple[int, int, int] = (16, 16, 16)) -> float:
+    """Dense peak FLOP/s of a Da Vinci cube array: cores × clock × M·N·K multiply-adds per cycle × 2 FLOP.
+
+    ``cube_cores`` is a platform file's ``cube_core_cnt``, ``cube_mhz`` its ``cube_freq`` and ``cube_mkn`` its
+    ``cube_m_size``/``cube_n_size``/``cube_k_size`` (16 each: ``[DtypeMKN] Default=16,16,16``, the fp16 shape)."""
+    m, n, k = (whole("cube_mkn", x) for x in cube_mkn)
+    return whole("cube_cores", cube_cores) * positive("cube_mhz", cube_mhz) * 1e6 * m * n * k * 2
+
+
+@dataclass(frozen=True)
+class CubeSpec:
+    """One SoC's fields from its CANN platform file (:data:`CANN_PLATFORM_SOURCE`) and the peak they give."""
+
+    soc: str
+    cube_cores: int
+    """``[SoCInfo] cube_core_cnt``."""
+    cube_mhz: int
+    """``[AICoreSpec] cube_freq``."""
+    memory_bytes: int | None
+    """``[SoCInfo] memory_size`` (None where the file leaves it empty)."""
+
+    @property
+    def peak_flops(self) -> float:
+        """:func:`cube_peak_flops` of the file's fields (cube 16 × 16 × 16)."""
+        return cube_peak_flops(self.cube_cores, self.cube_mhz)
+
+
+ASCEND_910B_SOCS: tuple[CubeSpec, ...] = (
+    CubeSpec("Ascend910B1", 24, 1850, 68719476736),
+    CubeSpec("Ascend910B2", 24, 1800, 68719476736),
+    CubeSpec("Ascend910B2C", 24, 1800, None),
+    CubeSpec("Ascend910B3", 20, 1800, 68719476736),
+    CubeSpec("Ascend910B4", 20, 1500, 34359738368),
+)
+"""The 910B variants' platform files as opened (:data:`CANN_PLATFORM_SOURCE`): every one has cube 16/16/16. The
+book's preset uses the 64 GiB ones (``memory_size = 68719476736``), the cards of the 原文's case; the 910B4's
+file says 32 GiB and the 910B2C's gives no size."""
+
+
+def hbm_bandwidth(stacks: int, gbit_per_pin: float, pins: int = 1024) -> float:
+    """Bytes/s of ``stacks`` HBM stacks: stacks × pins × pin rate (Gb/s) / 8 (an HBM stack's interface is
+    1024 bits wide, JEDEC JESD235)."""
+    return whole("stacks", stacks) * whole("pins", pins) * positive("gbit_per_pin", gbit_per_pin) * 1e9 / 8
+
+
+HBM2E_STACK = {"dies": 8, "gbit_per_die": 16, "gbit_per_pin": 3.2}
+"""A 16 GB HBM2E stack (eight 16 Gb dies) at 3.2 Gb/s per pin, 410 GB/s: Samsung's Flashbolt announcement
+(eeNews Europe, 2020-02-06, "Samsung packs eight 16Gb DRAM dies into 16GB packages for HPC")."""
+HBM2E_STACK_BYTES = HBM2E_STACK["dies"] * HBM2E_STACK["gbit_per_die"] * 2**30 // 8
+
+_64_GIB = [soc for soc in ASCEND_910B_SOCS if soc.memory_bytes == 64 * 2**30]
+_LOW_SOC = min(_64_GIB, key=lambda soc: soc.peak_flops)
+_HIGH_SOC = max(_64_GIB, key=lambda soc: soc.peak_flops)
+
+ASCEND_910B_HBM = {"stacks": 64 * 2**30 // HBM2E_STACK_BYTES, "pins": 1024, "gbit_per_pin": HBM2E_STACK["gbit_per_pin"]}
+"""The bandwidth assumption of the 910B preset, as :func:`hbm_bandwidth`'s arguments: the 64 GiB of the platform files
+as 16 GiB HBM2E stacks (four), each 1024 pins at 3.2 Gb/s. No source opened gives the 910B's own figure."""
+
 
 DEVICE_PRESETS: dict[str, DevicePeak] = {
-    # Huawei publishes no 910B datasheet. The compute peak keeps a range because the 910B ships in variants
-    # (910B1–B4) whose quoted peaks differ; the bandwidth keeps one because secondary sources quote 1.2 and
-    # 1.6 TB/s. The 0.4 TB/s some articles give is one HBM2e stack, not four: dropped (a 64 GB card is four
-    # 16 GB stacks). Replace the preset with your card's figures or with measure_ceilings() on the card.
+    # Huawei publishes no 910B datasheet. The peak is derived from CANN's platform files (ASCEND_910B_SOCS); the
+    # bandwidth is arithmetic on an assumption (four 16 GB HBM2E stacks), and 4.4 shows that the conclusions
+    # drawn from it hold for any bandwidth above DevicePeak.compute_bound_above. Replace the preset with your
+    # card's figures or with measure_ceilings() on the card.
     "ascend-910b": DevicePeak(
         name="Ascend 910B",
-        peak_flops=(280e12, 376e12),
-        memory_bandwidth=(1.2e12, 1.6e12),
+        peak_flops=(_LOW_SOC.peak_flops, _HIGH_SOC.peak_flops),
+        memory_bandwidth=hbm_bandwidth(**ASCEND_910B_HBM),
         precision="fp16/bf16 dense",
-        source=("no official datasheet; figures for the 64 GB variants. Peak, fp16/bf16 dense: 280 TFLOPS (Gitee AI "
-                "compute docs, ai.gitee.com, 910B4) to ~376 TFLOPS per die (Huawei's CloudMatrix384 — 384 Ascend 910C, "
-                "each two 910B-class dies — is quoted at ~300 PFLOPS dense BF16, i.e. ~390 TFLOPS per die; Zuo et al. "
-                "2025, arXiv:2506.12708). Not 256 TFLOPS: that is the original Ascend 910's 2019 launch figure (preset "
-                "'ascend-910'). HBM2e bandwidth: 1.2 TB/s (oryoy.com; awesomeagents.ai) to 1.6 TB/s (half of the 910C's "
-                "reported 3.2 TB/s; four HBM2e stacks at JEDEC's ~410 GB/s each). Treat as parameters."),
+        source=(f"no official datasheet; the 64 GiB variants. Peak = cube cores × cube_freq × 16³ multiply-adds "
+                f"× 2 FLOP from {CANN_PLATFORM_SOURCE}: low {_LOW_SOC.soc} ({_LOW_SOC.cube_cores} × "
+                f"{_LOW_SOC.cube_mhz} MHz), high {_HIGH_SOC.soc} ({_HIGH_SOC.cube_cores} × {_HIGH_SOC.cube_mhz} MHz); "
+                "the files list no separate bf16 cube shape, so bf16 is taken at the fp16 rate (an assumption). "
+                f"Bandwidth: an assumption stated as arithmetic, 64 GiB (the files' memory_size) as {ASCEND_910B_HBM['stacks']} "
+                f"HBM2E stacks of {HBM2E_STACK_BYTES // 2**30} GiB at {ASCEND_910B_HBM['gbit_per_pin']} Gb/s per pin × "
+                f"{ASCEND_910B_HBM['pins']} pins "
+                "(Samsung Flashbolt, eeNews Europe 2020-02-06); the files' [AICoreMemoryRates] ddr_rate = 32 states "
+                "no unit and is not used. No source opened gives the 910B's bandwidth."),
     ),
     "ascend-910": DevicePeak(
         name="Ascend 910 (910A, 2019)",

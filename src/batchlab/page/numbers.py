@@ -98,9 +98,11 @@ def tally(outcomes: Sequence[bool]) -> str:
 
 
 def span(bounds: Sequence[float], digits: int = 0, scale: float = 1.0) -> str:
-    """A low–high range, both ends divided by ``scale`` to ``digits`` places: (2.8e14, 3.5e14), scale 1e12 → 280–350."""
+    """A low–high range, both ends divided by ``scale`` to ``digits`` places: (2.8e14, 3.5e14), scale 1e12 → 280–350;
+    ends that print the same print once (a preset with one figure: 1.64, not 1.64–1.64)."""
     low, high = bounds
-    return f"{low / scale:.{digits}f}–{high / scale:.{digits}f}"
+    low_text, high_text = f"{low / scale:.{digits}f}", f"{high / scale:.{digits}f}"
+    return low_text if low_text == high_text else f"{low_text}–{high_text}"
 
 
 def _significant(x: float, figures: int) -> str:
