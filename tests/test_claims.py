@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
 from batchlab.lecture.claims import CLAIMS, Claim, at_grid_edge
-from batchlab.lecture.verdicts import SAME_DISTRIBUTION, UNTESTABLE, VERDICT, VERDICT_LABELS, oscillates, update_verdict
+from batchlab.lecture.verdicts import SAME_DISTRIBUTION, UNTESTABLE, VERDICT, VERDICT_LABELS, late_oscillation, update_verdict
 from batchlab.ui.claims import claim_card, claim_cards
 from batchlab.page.numbers import percent
 from booktools import ROOT
@@ -15,8 +16,12 @@ REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\{['\"\d]|\['|object at 0x|Claim
 
 
 def test_a_contrary_measurement_flips_the_rendered_verdict():
-    steady, jumpy = [3.0, 2.5, 2.2, 2.1, 2.0, 1.9], [3.0, 2.5, 2.2, 2.3, 2.1, 2.4, 2.2, 2.5]
-    cards = {losses is jumpy: claim_card(CLAIMS["late-oscillation"], {"回升次数": 0}, oscillates(losses))
+    def run(losses):
+        return SimpleNamespace(eval_samples=[128 * i for i in range(len(losses))], eval_loss=losses)
+
+    large = run([3.0, 2.6, 2.3, 2.1, 2.0, 1.92, 1.86, 1.82, 1.8])
+    steady, jumpy = [3.0, 2.0, 1.6, 1.55, 1.52, 1.51, 1.505, 1.502, 1.5], [3.0, 2.0, 1.6, 1.55, 1.5, 1.56, 1.5, 1.56, 1.5]
+    cards = {losses is jumpy: claim_card(CLAIMS["late-oscillation"], {"波动之比": 0}, late_oscillation([run(losses)], [large]))
              for losses in (steady, jumpy)}
     assert "成立" in cards[True].html() and "不成立" not in cards[True].html()
     assert "不成立" in cards[False].html()

@@ -1,5 +1,5 @@
 """Chapter 4.6's learning-rate measurements (误区三, 误区四) decided by the shared criteria of
-``batchlab.lecture.verdicts``: the same oscillation test as 4.2, the small-batch early advantage at each
+``batchlab.lecture.verdicts``: the same oscillation verdict as 4.2, the small-batch early advantage at each
 batch size's own tuned rate, and a best-rate ratio that a finer grid can tell apart from the coarse grid's
 spacing. Each test also feeds the criterion a contrary run and sees it flip."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from batchlab.lecture.verdicts import best_rate_grows, loss_at_samples, oscillates, wins_per_seed
+from batchlab.lecture.verdicts import (UNTESTABLE, VERDICT, best_rate_grows, late_oscillation, loss_at_samples,
+                                       wins_per_seed)
 from batchlab.measure.data import make_corpus
 from batchlab.measure.model import BigramLM
 from batchlab.measure.train import train
@@ -25,10 +26,16 @@ def bigram(corpus, **kwargs):
     return train(BigramLM(data.source.vocab_size), data, optimizer="sgd", eval_data=held_out, seed=0, **kwargs)
 
 
-def test_one_oscillation_criterion_tells_a_noise_floor_from_a_descent(corpus):
-    floor = bigram(corpus, batch_size=8, steps=512, lr=30.0, eval_every=16)      # 4.6: reaches its noise floor
-    descending = bigram(corpus, batch_size=64, steps=64, lr=30.0, eval_every=2)  # same samples, still going down
-    assert oscillates(floor.eval_loss) and not oscillates(descending.eval_loss)
+def test_one_oscillation_criterion_tells_a_noise_floor_from_its_cure(corpus):
+    """4.6's runs (SGD, lr 30, 4096 samples, evaluated every 128): constant-rate B=8 at its noise floor
+    oscillates against B=64 at the same samples; the cosine-decayed B=8, whose loss still rises as often
+    (the old rule called it oscillating), does not; B=64 itself, still descending, cannot be judged."""
+    floor = bigram(corpus, batch_size=8, steps=512, lr=30.0, eval_every=16)
+    cured = bigram(corpus, batch_size=8, steps=512, lr=30.0, eval_every=16, decay="cosine")
+    large = bigram(corpus, batch_size=64, steps=64, lr=30.0, eval_every=2)
+    assert late_oscillation([floor], [large]) == VERDICT[True]
+    assert late_oscillation([cured], [large]) == VERDICT[False]
+    assert late_oscillation([large], [large]) == UNTESTABLE
 
 
 def test_early_advantage_at_each_batch_sizes_own_rate(corpus):

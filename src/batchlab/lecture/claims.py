@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from batchlab.lecture.verdicts import OSCILLATION_MIN_RISES, UNCHANGED_TOLERANCE
+from batchlab.lecture.verdicts import LATE_PHASE_SHARE, OSCILLATION_RATIO, UNCHANGED_TOLERANCE
 
 __all__ = ["Claim", "CLAIMS", "at_grid_edge"]
 
@@ -26,7 +26,9 @@ CLAIMS: dict[str, Claim] = {
     # 4.2
     "early-fast": Claim("小批次前期收敛快（按样本计）", "在每个早期样本预算下，最小批次的验证损失都严格低于其他批次"),
     "late-oscillation": Claim("小批次后期震荡",
-                              f"后半程固定验证集上的损失在相邻两次评估之间回升至少 {OSCILLATION_MIN_RISES} 次"),
+                              f"小批次已进入后期（后半程的下降不超过全程的 {LATE_PHASE_SHARE:.0%}，否则本书无法检验）时，"
+                              f"后半程验证损失相对平滑曲线的波动（均方根）在每个种子上都至少是大批次"
+                              f"在同样已见样本处的 {OSCILLATION_RATIO:g} 倍"),
     "balanced": Claim("中等批次均衡（B 与噪声尺度同一量级）",
                       "B 落在 [初始化时 B_simple 的一半, 训练后 B_simple 的 2 倍] 之内"),
     "needs-schedule": Claim("中等批次需配合学习率调度", "各自调好学习率后，预热 + 余弦的验证损失低于恒定学习率"),
@@ -53,7 +55,8 @@ CLAIMS: dict[str, Claim] = {
                         "最优学习率随批大小单调不减，且最大批次的严格高于最小批次的"),
     "untuned-degrades": Claim("大批次不调学习率会明显退化",
                               "线性放大 8 倍的平均最终损失低于沿用 B=8 学习率的"),
-    "warmup-helps": Claim("预热有帮助", "每个种子上，线性放大 + 预热的最终损失都低于不预热的"),
+    "warmup-helps": Claim("预热有帮助", "每个种子上，线性放大 + 预热的最终损失都低于不预热的；"
+                                      "每个种子都不低于则不成立，各种子不一致则本书无法检验"),
 }
 """Every claim a chapter's card shows, by key."""
 

@@ -11,10 +11,13 @@ from typing import Mapping, Protocol, Sequence
 from batchlab.formulas.checks import nonnegative, positive, whole
 from batchlab.formulas.fit import least_squares_line
 
-__all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "loss_after", "lowest_at_budgets", "count_rises", "in_band", "beats",
-           "samples_to_target", "holds_in_every_seed", "PRESCRIBED", "wins_as_prescribed", "later_rises", "oscillates", "beats_like_with_like", "wins_per_seed", "unchanged", "only_memory_moves", "moved_besides", "same_update",
-           "best_rate_grows", "OSCILLATION_MIN_RISES", "UNCHANGED_TOLERANCE", "SAME_DISTRIBUTION", "UNTESTABLE", "VERDICT_LABELS",
-           "update_verdict", "FLOAT32_ROUNDING_EXPONENT", "FLOAT32_ROUNDING", "SAME_UPDATE_TOLERANCE"]
+__all__ = ["VERDICT", "straight_line_residual", "loss_at_samples", "loss_after", "lowest_at_budgets", "in_band", "beats",
+           "samples_to_target", "holds_in_every_seed", "verdict_over_seeds", "PRESCRIBED", "wins_as_prescribed",
+           "late_window", "late_share", "in_late_phase", "late_fluctuation", "fluctuation_ratio", "late_oscillation",
+           "LATE_PHASE_SHARE", "OSCILLATION_RATIO", "beats_like_with_like", "wins_per_seed", "unchanged",
+           "only_memory_moves", "moved_besides", "same_update", "best_rate_grows", "UNCHANGED_TOLERANCE",
+           "SAME_DISTRIBUTION", "UNTESTABLE", "VERDICT_LABELS", "update_verdict", "FLOAT32_ROUNDING_EXPONENT",
+           "FLOAT32_ROUNDING", "SAME_UPDATE_TOLERANCE"]
 
 VERDICT: dict[bool, str] = {True: "成立", False: "不成立"}
 SAME_DISTRIBUTION = "同分布，非同一次更新"
@@ -67,29 +70,87 @@ def lowest_at_budgets(curves: Mapping[int, tuple[Sequence[int], Sequence[float]]
     return True
 
 
-def count_rises(losses: Sequence[float], tolerance: float = 0.0) -> int:
-    """How often a loss is higher than the one evaluated just before it (by more than ``tolerance``)."""
-    nonnegative("tolerance", tolerance)
-    return sum(later > earlier + tolerance for earlier, later in zip(losses, losses[1:]))
+LATE_PHASE_SHARE = 0.05
+"""A run has reached its late phase when at most this share of its whole descent (first evaluation minus
+last) is left for its second half by samples: the curve has flattened. Before that no run can show "late"
+oscillation, whatever its batch (4.2's runs stop on the way down; 4.6's reach their noise floor)."""
+
+OSCILLATION_RATIO = 2.0
+"""How many times the large batch's late fluctuation (at the same samples) the small batch's must be to count
+as oscillating (4.2 and 4.6). An RMS of n residuals varies from run to run by about 1/√(2n) of itself (n is
+about 15 in 4.6: some 20 %), so two equally steady runs give a ratio near 1; twice is well outside that."""
 
 
-OSCILLATION_MIN_RISES = 2
-"""How many rises of the fixed validation loss in the second half count as oscillation (4.2 and 4.6)."""
+def late_window(run: Evaluated) -> tuple[list[int], list[float]]:
+    """The evaluations of a run's second half by samples — at or after half the samples of its last
+    evaluation — as (samples seen, eval loss). At least 3, so one has two neighbours."""
+    samples, losses = list(run.eval_samples), list(run.eval_loss)
+    if len(samples) != len(losses) or not samples:
+        raise ValueError(f"eval_samples 有 {len(samples)} 个、eval_loss 有 {len(losses)} 个：必须一一对应且非空")
+    late = [(s, loss) for s, loss in zip(samples, losses) if 2 * s >= samples[-1]]
+    if len(late) < 3:
+        raise ValueError(f"后半程只有 {len(late)} 次评估：至少要 3 次，才有一次评估两侧都有相邻的评估")
+    return [s for s, _ in late], [loss for _, loss in late]
 
 
-def later_rises(eval_losses: Sequence[float]) -> int:
-    """How often the validation loss rose between consecutive evaluations in the second half of a run
-    (the evaluations from index ``len // 2`` on)."""
-    if len(eval_losses) < 4:
-        raise ValueError(f"只有 {len(eval_losses)} 次评估：后半程至少要有两次评估才能看回升")
-    return count_rises(eval_losses[len(eval_losses) // 2:])
+def late_share(run: Evaluated) -> float:
+    """The share of a run's whole descent (its first evaluated loss minus its last) left for its second
+    half: from the first evaluation of :func:`late_window` to the last. Near 0 once the curve has flattened."""
+    losses = list(run.eval_loss)
+    _, late = late_window(run)
+    total = losses[0] - losses[-1]
+    if total <= 0:
+        raise ValueError(f"验证损失从 {losses[0]:.4g} 到 {losses[-1]:.4g} 没有下降：无从区分前期与后期")
+    return (late[0] - losses[-1]) / total
 
 
-def oscillates(eval_losses: Sequence[float], min_rises: int = OSCILLATION_MIN_RISES) -> bool:
-    """The book's one criterion for "后期震荡" (late oscillation): in the second half of a run, the loss on
-    a fixed validation set rises between consecutive evaluations at least ``min_rises`` times."""
-    whole("min_rises", min_rises, 1)
-    return later_rises(eval_losses) >= min_rises
+def in_late_phase(run: Evaluated, share: float = LATE_PHASE_SHARE) -> bool:
+    """The precondition of "late oscillation": at most ``share`` of the run's descent is left for its second
+    half (:func:`late_share`)."""
+    return late_share(run) <= nonnegative("share", share)
+
+
+def late_fluctuation(run: Evaluated) -> float:
+    """How much the validation loss fluctuates in a run's second half: the root mean square of each late
+    evaluation's residual from the smoothed curve, which at an evaluation is the mean of its two neighbours
+    (the straight line through them). A smooth curve leaves only its bend (about Δ²·L''/2 for evaluations
+    Δ apart), noise of standard deviation σ about 1.22σ — whatever the number of rises."""
+    _, losses = late_window(run)
+    residuals = [y - (before + after) / 2 for before, y, after in zip(losses, losses[1:], losses[2:])]
+    return (sum(r * r for r in residuals) / len(residuals)) ** 0.5
+
+
+def fluctuation_ratio(small: Evaluated, large: Evaluated) -> float:
+    """:func:`late_fluctuation` of ``small`` over that of ``large``, at the same samples: the two runs' late
+    windows must be evaluated at the same sample counts (else ValueError). Infinite when only ``large`` is
+    perfectly smooth; 1 when both are."""
+    samples_small, samples_large = late_window(small)[0], late_window(large)[0]
+    if samples_small != samples_large:
+        raise ValueError(f"两次运行的后半程不在同样的样本处评估（{samples_small[:3]}… 与 {samples_large[:3]}…）："
+                         "波动只能在同样的已见样本处比较")
+    a, b = late_fluctuation(small), late_fluctuation(large)
+    if b == 0:
+        return 1.0 if a == 0 else float("inf")
+    return a / b
+
+
+def late_oscillation(small: Sequence[Evaluated], large: Sequence[Evaluated], ratio: float = OSCILLATION_RATIO,
+                     share: float = LATE_PHASE_SHARE) -> str:
+    """The book's one verdict on "小批次后期震荡" (4.2 and 4.6), seed by seed (``small[i]`` and ``large[i]``
+    share a seed, a learning rate and a sample budget).
+
+    :data:`UNTESTABLE` when a small-batch run has not reached its late phase (:func:`in_late_phase`): its
+    second half is still descending and shows no "late" at all. Otherwise 成立 if, on every seed, the small
+    batch's :func:`late_fluctuation` is at least ``ratio`` times the large batch's at the same samples
+    (:func:`fluctuation_ratio`); else 不成立. A run whose fluctuation decays (a cosine-decayed learning rate)
+    fails it however many times its loss rises.
+    """
+    if len(small) != len(large) or not small:
+        raise ValueError(f"小批次与大批次的运行必须按种子一一对应且非空：{len(small)} 次与 {len(large)} 次")
+    positive("ratio", ratio)
+    if not all(in_late_phase(run, share) for run in small):
+        return UNTESTABLE
+    return VERDICT[all(fluctuation_ratio(s, b) >= ratio for s, b in zip(small, large))]
 
 
 def wins_per_seed(candidate: Sequence[float], rival: Sequence[float]) -> list[bool]:
@@ -152,6 +213,18 @@ def holds_in_every_seed(per_seed: Sequence[bool]) -> bool:
     if not per_seed:
         raise ValueError("per_seed 为空：至少需要一个随机种子的结果")
     return all(per_seed)
+
+
+def verdict_over_seeds(per_seed: Sequence[bool]) -> str:
+    """A ranking judged seed by seed, which decides only when the seeds agree: 成立 if it held on every seed,
+    不成立 if on none. When they split, the effect is smaller than the spread between seeds and the
+    experiment cannot tell which way it goes: :data:`UNTESTABLE` (more seeds, or a setting where the
+    effect's mechanism is at work, would be needed) — not 不成立, which would say the opposite holds."""
+    if not per_seed:
+        raise ValueError("per_seed 为空：至少需要一个随机种子的结果")
+    if all(per_seed):
+        return VERDICT[True]
+    return VERDICT[False] if not any(per_seed) else UNTESTABLE
 
 
 def straight_line_residual(xs: Sequence[float], ys: Sequence[float]) -> float:
