@@ -15,7 +15,8 @@ from batchlab.measure.data import make_corpus  # noqa: E402
 from batchlab.measure.model import GPT  # noqa: E402
 from batchlab.measure.noise import gradient_cloud, minibatch_error, per_sample_grads  # noqa: E402
 from batchlab.ui import noise as noise_ui, style  # noqa: E402
-from batchlab.page.noise import NoiseExplorer  # noqa: E402
+from batchlab.page.noise import LR_CHOICES, NoiseExplorer, lr_choices  # noqa: E402
+from batchlab.page.numbers import scientific  # noqa: E402
 from batchlab.ui.explorer_widget import ExplorerWidget  # noqa: E402
 
 SIZES = [1, 2, 4, 8, 16, 32, 64]
@@ -97,15 +98,48 @@ def test_every_control_changes_the_summary(precomputed, control, value):
     i = stats.batch_sizes.index(explorer.controls["batch_size"].value)
     assert f"B = <b>{explorer.controls['batch_size'].value}</b>" in after
     assert f"{stats.rel_error[i]:.3f}" in after and f"{stats.cosine[i]:.3f}" in after
-    assert f"学习率 <b>{explorer_lr(explorer):.3g}</b>" in after
+    assert f"学习率 <b>{scientific(explorer_lr(explorer))}</b>" in after
 
 
 def test_summary_names_the_rule_and_its_numbers(precomputed):
     cloud, stats = precomputed
     explorer = widget(cloud, stats, base_batch=16, base_lr=1e-3, batch_size=64)
-    assert "线性缩放" in explorer.summary.value and "学习率 <b>0.004</b>" in explorer.summary.value
+    assert "线性缩放" in explorer.summary.value and "学习率 <b>4.0×10⁻³</b>" in explorer.summary.value
     explorer.controls["lr_rule"].value = "sqrt"
-    assert "平方根缩放" in explorer.summary.value and "学习率 <b>0.002</b>" in explorer.summary.value
+    assert "平方根缩放" in explorer.summary.value and "学习率 <b>2.0×10⁻³</b>" in explorer.summary.value
+
+
+@pytest.mark.parametrize("base_lr", [3e-3, 1e-3, 2.5e-4])
+def test_the_slider_shows_the_base_rate_the_code_sets(precomputed, base_lr):
+    """Issue 28: a log slider snapped 3e-3 to its nearest step, 10^-2.5, and the frozen view (and the PDF)
+    showed 3.2e-3. The slider's stops are fixed values, labelled as the summary writes them."""
+    cloud, stats = precomputed
+    explorer = widget(cloud, stats, base_batch=32, base_lr=base_lr)
+    slider = explorer.controls["base_lr"]
+    assert slider.value == base_lr and slider.label == scientific(base_lr)
+    assert f"基准学习率 {slider.label}" in explorer.summary.value
+    assert set(LR_CHOICES) <= {v for _, v in lr_choices(base_lr)}
+    with pytest.raises(ValueError, match="base_lr"):
+        widget(cloud, stats, base_lr=3.0)
+
+
+def test_the_chapters_frozen_slider_shows_the_chapters_base_rate():
+    """The stored widget state of 4.2 (what the HTML page before it goes live, and the PDF, draw): the
+    base-rate slider's label at its index is the rate the chapter's code passes, in the summary's format."""
+    import re
+
+    import nbformat
+
+    from booktools import ROOT
+
+    nb = nbformat.read(ROOT / "book" / "4.2-convergence.ipynb", as_version=4)
+    call = next(c.source for c in nb.cells if c.cell_type == "code" and "bl.NoiseExplorer(" in c.source)
+    base_lr = float(re.search(r"base_lr=([0-9.e+-]+)", call).group(1))
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    sliders = [m["state"] for m in state.values() if m["state"].get("description") == "基准学习率"]
+    assert len(sliders) == 1 and sliders[0]["_options_labels"][sliders[0]["index"]] == scientific(base_lr)
+    summaries = [m["state"]["value"] for m in state.values() if "基准学习率" in str(m["state"].get("value", ""))]
+    assert summaries and all(f"基准学习率 {scientific(base_lr)}" in v for v in summaries)
 
 
 def test_explorer_moves_points_without_leaking_figures(precomputed):

@@ -15,10 +15,11 @@ from typing import NamedTuple, Protocol, Sequence
 from batchlab.formulas.checks import one_of
 from batchlab.formulas.scaling import LR_RULES, scale_lr
 from batchlab.page.colours import PALETTE
+from batchlab.page.numbers import scientific
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
 
 __all__ = ["render_noise_summary_html", "noise_chart", "NoiseView", "NoiseExplorer", "CloudLike", "ErrorStatsLike",
-           "STATS_KEYS", "MIN_LR", "MAX_LR"]
+           "STATS_KEYS", "MIN_LR", "MAX_LR", "LR_CHOICES", "lr_choices"]
 
 STATS_KEYS = ("batch_sizes", "rel_error", "rel_error_theory", "cosine", "sq_error", "sq_error_theory")
 """What the explorer reads of :func:`batchlab.measure.noise.minibatch_error`'s statistics (its fields)."""
@@ -60,6 +61,20 @@ class ErrorStatsLike(Protocol):
     @property
     def sq_error_theory(self) -> Sequence[float]: ...
 MIN_LR, MAX_LR = 1e-5, 1.0
+LR_CHOICES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+"""The base learning rates the slider stops at, 1 and 3 per decade from :data:`MIN_LR` to :data:`MAX_LR`.
+A slider of fixed values, each labelled by :func:`~batchlab.page.numbers.scientific` as the summary writes
+it: a log slider snapped the chapter's 3e-3 to its nearest step, 10^-2.5, and the notebook's frozen view
+and the PDF showed 3.2e-3 while the code set 3e-3."""
+
+
+def lr_choices(base_lr: float) -> tuple[tuple[str, float], ...]:
+    """The base-rate slider's stops as (label, value): :data:`LR_CHOICES`, with ``base_lr`` among them
+    (inserted in order when it is not one of them), so the slider starts at exactly the value given."""
+    if not (isinstance(base_lr, (int, float)) and MIN_LR <= base_lr <= MAX_LR):
+        raise ValueError(f"base_lr = {base_lr!r}：必须在 {scientific(MIN_LR)} 到 {scientific(MAX_LR)} 之间")
+    values = sorted({*LR_CHOICES, float(base_lr)})
+    return tuple((scientific(v), v) for v in values)
 
 
 def _plain(values) -> list:
@@ -73,8 +88,8 @@ def render_noise_summary_html(batch_size: int, rel_error: float, rel_error_theor
     return (
         f"<div>B = <b>{batch_size}</b>：噪声（相对误差 ‖G_B - G‖/‖G‖）= <b>{rel_error:.3f}</b>"
         f"（理论 {rel_error_theory:.3f}），与 G 的平均余弦 = <b>{cosine:.3f}</b>；"
-        f"{LR_RULES.get(rule, html.escape(rule))}（基准 B = {base_batch}，lr = {base_lr:.3g}）"
-        f"给出学习率 <b>{lr:.3g}</b></div>"
+        f"{LR_RULES.get(rule, html.escape(rule))}（基准 B = {base_batch}，基准学习率 {scientific(base_lr)}）"
+        f"给出学习率 <b>{scientific(lr)}</b></div>"
     )
 
 
@@ -164,6 +179,7 @@ class NoiseExplorer(Explorer):
             raise ValueError(f"梯度云的批大小 {missing} 在 stats 里没有（stats 有 {list(stats.batch_sizes)}）："
                              "请用同一组批大小计算两者")
         one_of("lr_rule", lr_rule, LR_RULES)
+        lr_choices(base_lr)  # a base rate the slider can show
         start = batch_size if batch_size is not None else (base_batch if base_batch in sizes else sizes[0])
         if start not in sizes:
             raise ValueError(f"batch_size = {start!r}：不在预先算好的批大小 {sizes} 之中")
@@ -182,7 +198,7 @@ class NoiseExplorer(Explorer):
                     wide=True),
             Control("lr_rule", "学习率规则", "buttons", options=tuple((label, key) for key, label in LR_RULES.items())),
             Control("base_batch", "基准批大小", "int", 1, 1_000_000),
-            Control("base_lr", "基准学习率", "log", MIN_LR, MAX_LR, step=0.05),
+            Control("base_lr", "基准学习率", "steps", options=lr_choices(self.start["base_lr"])),
         ]
 
     def compute(self, values: dict) -> Panel:
