@@ -314,3 +314,48 @@ def test_best_sgd_rate_moves_with_the_batch(corpus):
     # A √8-spaced grid can only say that the best rate grows; the ratio itself is measured on 4.6's finer
     # grid (tests/test_lr_verdicts.py), where it is about 4, not the grid's 8.
     assert best_rate_grows(best)
+
+
+# ── issue 28: one verdict for 「小批次后期震荡」 across the book; 「预热有帮助」 says what 2 / 3 seeds support ──
+def _stored_cards(chapter: str, claim: str) -> list[str]:
+    """The stored HTML of the claim cards in ``chapter`` whose claim is ``claim``."""
+    path = next((ROOT / "book").glob(f"{chapter}-*.ipynb"))
+    shown = [o["data"]["text/html"] for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"
+             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
+    return [card for h in shown for card in re.findall(r'<div class="batchlab-claim.*?</dl></div>', h, re.S)
+            if f"原文：“{claim}”" in card]
+
+
+def _verdict(card: str) -> str:
+    return re.search(r'class="batchlab-claim__verdict"[^>]*>([^<]+)<', card).group(1)
+
+
+def test_late_oscillation_has_one_verdict_in_the_book():
+    """4.2 and 4.6 judge it with one function; 4.2, whose runs stop on the way down, either agrees with 4.6
+    or says 本书无法检验 and points to 4.6 — and its summary table's row says the same as its card."""
+    from batchlab.lecture.claims import CLAIMS
+    from batchlab.lecture.verdicts import UNTESTABLE, VERDICT
+
+    claim = CLAIMS["late-oscillation"].text
+    (card_42,), (card_46,) = _stored_cards("4.2", claim), _stored_cards("4.6", claim)
+    assert _verdict(card_46) in VERDICT.values()
+    assert _verdict(card_42) == _verdict(card_46) or (_verdict(card_42) == UNTESTABLE and "4.6 节" in card_42)
+    assert "余弦衰减" in card_46                          # the cure is judged by the same rule, and shown
+    nb = nbformat.read(ROOT / "book" / "4.2-convergence.ipynb", as_version=4)
+    table = next(o["data"]["text/plain"] for c in nb.cells if c.cell_type == "code" and "本机结论" in c.source
+                 for o in c.get("outputs", []) if "text/plain" in o.get("data", {}))
+    row = next(line for line in table.splitlines() if "后期震荡" in line)
+    assert row.split()[-1] == _verdict(card_42)
+    sources = "\n".join(c.source for path in ("4.2-convergence", "4.6-misconceptions")
+                        for c in nbformat.read(ROOT / "book" / f"{path}.ipynb", as_version=4).cells)
+    assert "只数回升的次数" not in sources and "oscillates" not in sources and "later_rises" not in sources
+
+
+def test_warmup_card_says_what_the_seeds_support():
+    """Warm-up lower on 2 of 3 seeds is 本书无法检验 (the seeds split), not 不成立."""
+    from batchlab.lecture.claims import CLAIMS
+    from batchlab.lecture.verdicts import verdict_over_seeds
+
+    (card,) = _stored_cards("4.6", CLAIMS["warmup-helps"].text)
+    won, seeds = map(int, re.search(r"预热后更低的种子：<span[^>]*>(\d+) / (\d+)<", card).groups())
+    assert _verdict(card) == verdict_over_seeds([True] * won + [False] * (seeds - won))
