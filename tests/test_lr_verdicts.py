@@ -28,7 +28,7 @@ def bigram(corpus, **kwargs):
 
 def test_one_oscillation_criterion_tells_a_noise_floor_from_its_cure(corpus):
     """4.6's runs (SGD, lr 30, 4096 samples, evaluated every 128): constant-rate B=8 at its noise floor
-    oscillates against B=64 at the same samples; the cosine-decayed B=8, whose loss still rises as often
+    oscillates against B=64 at the same samples; the cosine-decayed B=8, whose loss still rises again and again
     (the old rule called it oscillating), does not; B=64 itself, still descending, cannot be judged."""
     floor = bigram(corpus, batch_size=8, steps=512, lr=30.0, eval_every=16)
     cured = bigram(corpus, batch_size=8, steps=512, lr=30.0, eval_every=16, decay="cosine")
