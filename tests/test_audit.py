@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from batchlab.formulas.roofline import RateCurve
+from batchlab.formulas.roofline import DEVICE_PRESETS, RateCurve
 from batchlab.formulas.throughput import mfu
 from batchlab.lecture.audit import (MEMORY_AXES, audit_case, memory_can_drop, memory_grid, matching_settings,
                                     modelled_speedup)
@@ -80,3 +80,46 @@ def test_an_impossible_per_card_reading_is_dropped_not_raised():
     fast = replace(CASE_STUDY, reported={**CASE_STUDY.reported, "tokens_per_second": 60_000.0})
     row = next(r for r in audit_case(fast, CASE_STUDY_TUNED, FLAT, PEAKS) if r.claim.startswith("初始配置：NPU 利用率"))
     assert "按整个集群" in row.computed and "按每张卡" not in row.computed
+
+
+def test_exercise_4_5_5_asks_the_cluster_reading_and_names_the_per_card_one(capsys):
+    # the audit accepts both readings of 3200 tokens/s; the exercise asks one (the whole cluster's) and says so,
+    # and a student who read it per card is told why B is not the answer, not just "wrong"
+    from batchlab.ui.exercises import EXERCISES, check, expected, is_correct
+
+    exercise, peak = EXERCISES["4.5-5"], DEVICE_PRESETS["ascend-910b"].peak_flops[0]
+    tokens, cards = CASE_STUDY.reported["tokens_per_second"], CASE_STUDY.job.devices
+    cluster, per_card = mfu(tokens, CASE_STUDY.job, peak), mfu(tokens * cards, CASE_STUDY.job, peak)
+    assert per_card == pytest.approx(cards * cluster)
+    assert f"整个 {cards} 卡集群" in exercise.question
+    assert expected("4.5-5") == "C" and is_correct("4.5-5", "C")
+    assert exercise.choices["B"] == f"约 {per_card:.0%}"        # the per-card reading is a choice, as computed
+    assert not is_correct("4.5-5", "B")
+    check("4.5-5", "B")
+    said = capsys.readouterr().out
+    assert "不对" in said and "每张卡" in said and f"{per_card:.0%}" in said and "整个集群" in said
+
+
+def test_exercise_4_5_2_hint_says_the_72_form_is_derived_not_eq_3():
+    from batchlab.ui.exercises import EXERCISES
+
+    hint = EXERCISES["4.5-2"].hint
+    assert "72·l·h²" in hint and "推出" in hint and "式 3" in hint and "完全重计算" in hint and "V/(16" in hint
+    assert not hint.startswith("Narayanan et al. 2021：72")
+
+
+def test_chapter_4_5_says_which_attention_the_tuner_and_the_audit_assume():
+    # the tuner's memory column is the case job's, which keeps the s×s scores; the stored page says so and
+    # shows the fused shares beside it; the audit's prose names both kinds it sweeps
+    import nbformat
+
+    from batchlab.formulas.memory import activation_basis
+    from booktools import ROOT
+
+    cells = nbformat.read(ROOT / "book" / "4.5-case-study.ipynb", as_version=4).cells
+    tuner = [c for c in cells if c.cell_type == "code" and 'bl.tune(replace(before.job, attention="fused")' in c.source]
+    assert len(tuner) == 1
+    printed = "".join(out.get("text", "") for out in tuner[0].outputs)
+    assert activation_basis(CASE_STUDY.job.attention) in printed and "换成融合注意力后的显存占比" in printed
+    prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    assert "案例的 `Job` 是显式注意力" in prose and "显式/融合注意力" in prose and "--use-flash-attn" in prose

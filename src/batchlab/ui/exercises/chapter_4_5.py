@@ -1,6 +1,8 @@
 """Exercises of chapter 4.5 (a lab: tune another case); answers are computed by batchlab when checked."""
 from __future__ import annotations
 
+import math
+
 from batchlab.formulas.job import Job
 from batchlab.formulas.presets import get_config
 from batchlab.formulas.roofline import DEVICE_PRESETS
@@ -20,6 +22,18 @@ LAB_CASE = CaseConfig(name="练习案例", job=Job(get_config("gpt2-large"), seq
 
 # The per-card peak 4.5-3 and 4.5-5 use: the 910B preset's low end, named in the question from the preset itself.
 _PEAK = DEVICE_PRESETS["ascend-910b"].peak_flops[0]
+
+
+def _case_mfu(per_card: bool) -> float:
+    """The MFU of the lecture's 3200 tokens/s at ``_PEAK``, read as the whole cluster's or as each card's."""
+    tokens = CASE_STUDY.reported["tokens_per_second"] * (CASE_STUDY.job.devices if per_card else 1)
+    return mfu(tokens, CASE_STUDY.job, _PEAK)
+
+
+# The choices of 4.5-5: the reported figure, the per-card reading (the wrong reading for this question) and
+# the cluster-wide reading it asks for.
+_CASE_CHOICES = {"A": CASE_STUDY.reported["npu_utilization"], "B": _case_mfu(per_card=True),
+                 "C": _case_mfu(per_card=False)}
 
 
 def _lab_recommendation() -> int:
@@ -42,7 +56,9 @@ EXERCISES: dict[str, Exercise] = {
         "GPT-2 large（36 层，h = 1280，词表 50257）在序列长度 1024、不重计算时，每个 token 的训练 FLOPs 是多少 GFLOP？"
         "（保留一位小数）",
         lambda: model_flops_per_token(LAB_CASE.job) / 1e9,
-        "Narayanan et al. 2021：72·l·h²·(1 + s/(6h) + V/(12·l·h))。",
+        "不重计算时每 token 72·l·h²·(1 + s/(6h) + V/(12·l·h))：由 Narayanan et al. 2021 的逐项计数推出"
+        "（前向 1 遍 + 反向 2 遍）。论文的式 3，96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))，假设完全重计算，"
+        "各层多一遍前向（4 遍，72 = 96 × 3/4），输出层不重算，所以词表项是 V/(16lh) 而不是 V/(12lh)。",
         decimals=1,
     ),
     "4.5-3": Exercise(
@@ -61,10 +77,14 @@ EXERCISES: dict[str, Exercise] = {
     ),
     "4.5-5": Exercise(
         f"原文案例报告 {CASE_STUDY.reported['tokens_per_second']:.0f} tokens/s 时“NPU 利用率 "
-        f"{CASE_STUDY.reported['npu_utilization']:.0%}”。由吞吐推出的模型算力利用率（峰值取 {flops_rate(_PEAK)}）大约是多少？",
-        lambda: nearest_choice(mfu(CASE_STUDY.reported["tokens_per_second"], CASE_STUDY.job, _PEAK),
-                               {"A": 0.42, "B": 0.15, "C": 0.016}),
-        "每 token 约 10¹⁰ 次浮点运算；乘以 tokens/s，再除以 8 张卡的峰值之和。",
-        choices={"A": "约 42%，与报告一致", "B": "约 15%", "C": "不到 2%"},
+        f"{CASE_STUDY.reported['npu_utilization']:.0%}”。把 {CASE_STUDY.reported['tokens_per_second']:.0f} tokens/s "
+        f"读作整个 {CASE_STUDY.job.devices} 卡集群的吞吐（正文和审查表的第一种读法），由吞吐推出的模型算力利用率"
+        f"（每张卡峰值取 {flops_rate(_PEAK)}）大约是多少？",
+        lambda: nearest_choice(_case_mfu(per_card=False), _CASE_CHOICES),
+        f"每 token 约 10¹⁰ 次浮点运算；乘以整个集群的 tokens/s，再除以 {CASE_STUDY.job.devices} 张卡的峰值之和。"
+        f"若你把 {CASE_STUDY.reported['tokens_per_second']:.0f} tokens/s 当成每张卡的吞吐，会得到约 "
+        f"{_case_mfu(per_card=True):.0%}（选项 B）：那是另一种读法，审查表也算了它，但这道题问的是整个集群的读法。",
+        choices={"A": "约 42%，与报告一致", "B": f"约 {_case_mfu(per_card=True):.0%}",
+                 "C": f"不到 {math.ceil(100 * _case_mfu(per_card=False)):.0f}%"},
     ),
 }
