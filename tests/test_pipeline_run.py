@@ -282,3 +282,15 @@ def test_two_hosts_under_torchrun_give_the_accumulated_gradients(tmp_path):
     summary = json.loads(outs[0][0])
     assert (summary["pipeline_stages"], summary["num_microbatches"]) == (2, 4) and outs[1][0] == ""
     assert_same_grads(torch.load(grads), accumulated_grads(job(2, 4, 2, 8, config=get_config("tiny", n_layer=2))))
+
+
+def test_a_gpt2_vocabulary_job_runs_on_uniform_ids_not_the_dense_chain():
+    # the Markov chain is vocab² floats: at 50,257 tokens a run would need ~30 GB of host memory before its
+    # first op; a run checks gradients and times, so uniform ids (seeded, the same on every rank) serve
+    wide = Job(get_config("tiny", vocab_size=50257, n_layer=2), seq_len=8, global_batch=4, micro_batch_size=2,
+               pipeline_stages=2, precision="fp32", dropout=0.0)
+    x, y = pipeline_batch(wide, 3)
+    assert x.shape == (4, 8) and int(x.max()) > 4096
+    assert torch.equal(x, pipeline_batch(wide, 3)[0]) and torch.equal(x[:, 1:], y[:, :-1])
+    run = run_pipeline_local(wide, seed=3)
+    assert run.loss == pytest.approx(build_model(wide, 3).loss(x, y).item(), abs=1e-5)

@@ -157,9 +157,11 @@ def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 MAX_RUN_STAGES = 16
-RUN_STEPS = {"local": 1, "distributed": 3}
-"""Steps a measured run takes: one local step; distributed, one warm-up and two timed (``DISTRIBUTED_TIMED``)."""
+LOCAL_WARMUP, LOCAL_TIMED = 1, 3
 DISTRIBUTED_TIMED = 2
+RUN_STEPS = {"local": LOCAL_WARMUP + LOCAL_TIMED, "distributed": 1 + DISTRIBUTED_TIMED}
+"""Steps a measured run takes: local, one discarded warm-up and three timed (the replay takes each op's median,
+so a cold first step does not set the bubble); distributed, one warm-up and two timed."""
 _RUN_FLAGS = {"num_microbatches": "--global-batch", "pipeline_stages": "--pipeline-stages",
               "micro_batch_size": "--micro-batch", "seq_len": "--seq-len", "d_model": "--d-model"}
 """The flags that set each input of :func:`~batchlab.formulas.budget.run_cost`, for its refusal line."""
@@ -191,7 +193,7 @@ def _pipeline(args: argparse.Namespace) -> dict:
     from batchlab.measure.pipeline_local import run_pipeline_local
 
     if args.run == "local":
-        timeline = run_pipeline_local(job).replayed
+        timeline = run_pipeline_local(job, steps=LOCAL_TIMED, warmup=LOCAL_WARMUP).replayed
         seconds = timeline.makespan
     else:
         run = run_pipeline_distributed(job, steps=DISTRIBUTED_TIMED, timeout=between("timeout", args.timeout, 1, 3600))
