@@ -213,8 +213,6 @@ def _moves(explorer, values: dict, control) -> list:
     if control.options:
         return [v for _, v in control.options if v != values[control.name]]
     v = values[control.name]
-    if control.kind == "log":
-        return [x for x in (v * 2, v / 2, control.minimum) if control.minimum <= x <= control.maximum and x != v]
     step = 1 if control.kind in ("int", "slider") else (control.step or 0.5)
     raw = [v * 2, v // 2 if control.kind in ("int", "slider") else v / 2, v + step, v - step, control.minimum]
     return [x for x in raw if control.minimum <= x <= control.maximum and x != v]

@@ -92,18 +92,6 @@
         var n = input.valueAsNumber;
         onChange(Number.isFinite(n) ? n : input.value);
       });
-    } else if (c.kind === "log") { // a slider over the exponent, as ipywidgets' FloatLogSlider
-      input = el("input", { id: id, type: "range", min: Math.log10(c.minimum), max: Math.log10(c.maximum), step: "any" });
-      input.value = Math.log10(value);
-      var logOut = el("output", { "for": id });
-      var showLog = function () { logOut.textContent = Math.pow(10, +input.value).toExponential(1); };
-      showLog();
-      input.addEventListener("input", showLog);
-      // six significant digits: 10^log10(0.006) is 0.006000000000000001 in floating point
-      input.addEventListener("change", function () { onChange(+Math.pow(10, +input.value).toPrecision(6)); });
-      row.appendChild(input);
-      row.appendChild(logOut);
-      return row;
     } else if (c.kind === "slider" || c.kind === "steps") {
       var values = c.kind === "steps" ? c.options.map(function (o) { return o[1]; }) : null;
       var labels = c.kind === "steps" ? c.options.map(function (o) { return o[0]; }) : null;

@@ -7,7 +7,6 @@ Explorers are numbered in page order (0, 1, …); a control is the record its ex
 """
 from __future__ import annotations
 
-import math
 
 from booktools.browser import script
 
@@ -54,9 +53,8 @@ def set_control(tab, index: int, control: dict, value) -> None:
         field = row.locator("input")
         field.fill(str(value))
         field.dispatch_event("change")
-    elif kind in ("slider", "steps", "log"):
-        position = {"slider": lambda: value, "log": lambda: math.log10(value),
-                    "steps": lambda: [v for _, v in control["options"]].index(value)}[kind]()
+    elif kind in ("slider", "steps"):
+        position = value if kind == "slider" else [v for _, v in control["options"]].index(value)
         row.locator("input").evaluate(script("set_range"), position)
     elif kind == "choice":
         row.locator("select").select_option(str([v for _, v in control["options"]].index(value)))

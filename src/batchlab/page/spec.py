@@ -52,8 +52,7 @@ class Control:
     sees and what it accepts.
 
     ``kind``: ``"int"`` (a whole number typed in a box, ``minimum``–``maximum``), ``"float"`` (a decimal
-    in a box, with ``step``), ``"log"`` (a positive decimal on a logarithmic slider, ``step`` in powers of
-    ten), ``"slider"`` (a whole number dragged over ``minimum``–``maximum``),
+    in a box, with ``step``), ``"slider"`` (a whole number dragged over ``minimum``–``maximum``),
     ``"steps"`` (one of ``options``, dragged along a slider), ``"choice"`` (one of ``options`` from a
     list) or ``"buttons"`` (one of a few ``options``, as buttons).
     ``options`` pairs each label with its value. ``wide``: the control takes a whole row.
@@ -68,7 +67,7 @@ class Control:
     options: tuple[tuple[str, Any], ...] = ()
     wide: bool = False
 
-    KINDS: ClassVar[tuple[str, ...]] = ("int", "float", "log", "slider", "steps", "choice", "buttons")
+    KINDS: ClassVar[tuple[str, ...]] = ("int", "float", "slider", "steps", "choice", "buttons")
 
     def __post_init__(self) -> None:
         if self.kind not in self.KINDS:

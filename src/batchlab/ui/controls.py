@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 
 import ipywidgets as widgets
 
@@ -52,10 +51,6 @@ def make_widget(control: Control, value: object, style: dict | None = None,
     if control.kind == "float":
         return widgets.BoundedFloatText(value=value, min=control.minimum, max=control.maximum, step=control.step,
                                         **common)
-    if control.kind == "log":
-        return widgets.FloatLogSlider(value=value, base=10, min=math.log10(control.minimum),
-                                      max=math.log10(control.maximum), step=control.step, readout_format=".1e",
-                                      **common)
     if control.kind == "slider":
         return widgets.IntSlider(value=value, min=control.minimum, max=control.maximum, continuous_update=False,
                                  **common)
