@@ -143,8 +143,9 @@ def test_warm_up_and_several_steps_replay_each_ops_median():
         run_pipeline_local(run, steps=0)
 
 
-def test_distributed_timeline_is_the_median_step():
-    """merge_ranks shows the timed step of median duration, not the last one (which a busy machine may have slowed)."""
+def test_distributed_timeline_is_the_median_of_the_timed_steps():
+    """merge_ranks shows each op at its median over the timed steps, not the last step (which a busy machine may
+    have slowed) nor the warm-up."""
     from batchlab.measure.pipeline_distributed import RankResult, RankStep, merge_ranks
 
     run = job(1, 1)
@@ -153,8 +154,10 @@ def test_distributed_timeline_is_the_median_step():
     steps = tuple(RankStep(b, b + d, (("F", 0, b, b + d / 3), ("B", 0, b + d / 3, b + d)))
                   for b, d in zip(begins, lengths))
     merged = merge_ranks([RankResult(rank=0, ready=0.0, steps=steps, grads={}, loss=1.0)], run)
-    assert merged.step_seconds == (1.0, 9.0, 2.0) and merged.timeline_step == 2
-    assert merged.timeline.makespan == pytest.approx(2.0)
+    assert merged.step_seconds == (1.0, 9.0, 2.0)
+    assert merged.timeline.makespan == pytest.approx(2.0)   # F ends at median(1/3, 3, 2/3), B at median(1, 9, 2)
+    f, b = sorted(merged.timeline.ops, key=lambda op: op.start)
+    assert (f.start, f.end, b.start, b.end) == pytest.approx((0.0, 2 / 3, 2 / 3, 2.0))
 
 
 def test_a_given_model_is_the_jobs_and_keeps_the_gradients():

@@ -3,7 +3,7 @@ from hypothesis import given, strategies as st
 
 from batchlab.formulas.batching import plan_batch
 from batchlab.formulas.pipeline_schedules import (OUTLIER_FACTOR, SCHEDULES, Timeline, bubble_fraction,
-                                         check_runnable, in_flight_microbatches, median_durations, outlier_ops,
+                                         check_runnable, in_flight_microbatches, median_durations, median_timeline, outlier_ops,
                                          pipeline_timeline, schedule_order, sibling_ratios, simulate)
 
 
@@ -136,3 +136,41 @@ def test_the_median_of_steps_removes_a_one_step_outlier():
     cold = {**CLEAN, ("B", 1, 0): 40 * CLEAN[("B", 1, 0)]}
     assert outlier_ops(_measured(cold)) != ()
     assert outlier_ops(_measured(median_durations([cold, CLEAN, CLEAN]))) == ()
+
+
+def _shifted(timeline, by):
+    """The same step measured later on the clock: every op moved by ``by`` seconds."""
+    return Timeline(timeline.schedule, timeline.pipeline_stages, timeline.num_microbatches,
+                    tuple(type(op)(op.stage, op.microbatch, op.kind, op.start + by, op.end + by) for op in timeline.ops))
+
+
+def test_the_median_timeline_removes_an_op_slowed_in_one_step():
+    # what several processes on shared cores see: in one step one op is descheduled and everything after waits
+    clean, cold = _measured(CLEAN), _measured({**CLEAN, ("B", 1, 0): 40 * CLEAN[("B", 1, 0)]})
+    assert outlier_ops(cold) != ()
+    typical = median_timeline([_shifted(cold, 10.0), _shifted(clean, 20.0), _shifted(clean, 30.0)])
+    assert outlier_ops(typical) == ()
+    assert typical.makespan == pytest.approx(clean.makespan)   # each step counted from its own first op
+    assert typical.idle_fraction == pytest.approx(clean.idle_fraction)
+
+
+SCALES = st.lists(st.floats(0.5, 2.0), min_size=16, max_size=16)   # one factor per op of CLEAN
+
+
+@given(SCALES, SCALES, SCALES)
+def test_the_median_timeline_keeps_each_stage_one_op_at_a_time(first, second, third):
+    # medians of starts and of ends keep every order that held in every step (sorted ends dominate sorted starts)
+    steps = [_measured({key: d * f for (key, d), f in zip(CLEAN.items(), scale)}) for scale in (first, second, third)]
+    typical = median_timeline(steps)
+    for stage in range(2):
+        ops = sorted((op for op in typical.ops if op.stage == stage), key=lambda op: op.start)
+        assert all(op.end >= op.start for op in ops)
+        assert all(a.end <= b.start + 1e-12 for a, b in zip(ops, ops[1:]))
+
+
+def test_the_median_timeline_refuses_steps_of_another_job():
+    with pytest.raises(ValueError, match="steps 为空"):
+        median_timeline([])
+    other = Timeline("1f1b", 2, 3, simulate(schedule_order("1f1b", 2, 3)))
+    with pytest.raises(ValueError, match=r"steps\[1\] 与 steps\[0\] 不是同一个作业的一步"):
+        median_timeline([_measured(CLEAN), other])

@@ -80,3 +80,10 @@ def test_invalid_input_shows_a_message():
     with contextlib.redirect_stdout(io.StringIO()):
         e.controls["global_batch"].value = 63
     assert e.result is None and "global_batch = 63 不能被" in e.summary.value and e.png == png
+
+
+def test_the_summary_says_which_attention_its_memory_verdict_assumes():
+    # the fits / does-not-fit verdict rests on activations; with stored s×s scores they are ~3x fused attention's
+    stored = explorer().summary.value
+    fused = explorer(job=replace(CASE_STUDY.job, attention="fused")).summary.value
+    assert "激活值按显式注意力" in stored and "激活值按融合注意力" in fused

@@ -17,7 +17,7 @@ from batchlab.formulas.checks import one_of, positive, whole
 __all__ = [
     "ScheduleName", "SCHEDULES", "BACKWARD_PER_FORWARD", "Op", "Timeline", "bubble_fraction",
     "in_flight_microbatches", "schedule_order", "MAX_SIMULATED_OPS", "simulable", "runnable", "check_runnable", "simulate", "pipeline_timeline",
-    "median_durations", "OUTLIER_FACTOR", "sibling_ratios", "outlier_ops",
+    "median_durations", "median_timeline", "OUTLIER_FACTOR", "sibling_ratios", "outlier_ops",
 ]
 
 ScheduleName = Literal["gpipe", "1f1b"]
@@ -239,6 +239,34 @@ def median_durations(steps: Sequence[Mapping[K, float]]) -> dict[K, float]:
             raise ValueError(f"steps[{k}] 的操作与 steps[0] 不同：每一步必须测到同样的操作")
     return {key: statistics.median(positive(f"steps[·][{key!r}]", step[key]) for step in steps)
             for key in steps[0]}
+
+
+def median_timeline(steps: Sequence[Timeline]) -> Timeline:
+    """A typical step of several measured ones (the same job, the same ops): each op starts and ends at the
+    median of its start and its end over the steps, each step counted from its own earliest op, and the
+    result again from its earliest op. One op slowed in one step (a process descheduled on a shared core)
+    moves no median. Order is kept: an op that started after another ended in every step does so in the
+    medians too (the sorted ends dominate the sorted starts), so each stage's ops still run one at a time."""
+    if not steps:
+        raise ValueError("steps 为空：至少需要一步的实测时间线")
+    first = steps[0]
+    keys = sorted((op.stage, op.kind, op.microbatch) for op in first.ops)
+    per_op: dict[tuple[int, str, int], tuple[list[float], list[float]]] = {key: ([], []) for key in keys}
+    for k, step in enumerate(steps):
+        if (step.schedule, step.pipeline_stages, step.num_microbatches) != (
+                first.schedule, first.pipeline_stages, first.num_microbatches) or \
+                sorted((op.stage, op.kind, op.microbatch) for op in step.ops) != keys:
+            raise ValueError(f"steps[{k}] 与 steps[0] 不是同一个作业的一步：每一步必须有同样的操作")
+        origin = min(op.start for op in step.ops)
+        for op in step.ops:
+            starts, ends = per_op[(op.stage, op.kind, op.microbatch)]
+            starts.append(op.start - origin)
+            ends.append(op.end - origin)
+    medians = {key: (statistics.median(starts), statistics.median(ends)) for key, (starts, ends) in per_op.items()}
+    origin = min(start for start, _ in medians.values())
+    ops = tuple(Op(stage=stage, microbatch=mb, kind=kind, start=start - origin, end=end - origin)
+                for (stage, kind, mb), (start, end) in sorted(medians.items(), key=lambda item: item[1][0]))
+    return Timeline(first.schedule, first.pipeline_stages, first.num_microbatches, ops)
 
 
 OUTLIER_FACTOR = 3.0

@@ -37,7 +37,7 @@ import torch
 
 from batchlab.formulas.checks import one_of, positive, whole
 from batchlab.formulas.job import Job
-from batchlab.formulas.pipeline_schedules import Op, Timeline
+from batchlab.formulas.pipeline_schedules import Op, Timeline, median_timeline
 from batchlab.measure.device import accelerator_module, select_device, synchronize
 from batchlab.measure.model import build_model, next_token_loss
 from batchlab.measure.pipeline_local import check_pipeline_job, pipeline_batch, split_model
@@ -208,9 +208,10 @@ class DistributedPipelineRun:
 
     job: Job
     timeline: Timeline
-    """The timed step of median duration (of an even count, the faster of the middle two), seconds after its
-    earliest op (``time.perf_counter``; the loss counts in the last stage's forward): a typical step, not
-    the warm-up's shape exchange nor one step slowed by a busy machine. Which one: ``timeline_step``."""
+    """A typical timed step: each op at the median of its start and end over the timed steps
+    (:func:`~batchlab.formulas.pipeline_schedules.median_timeline`), seconds after the earliest op
+    (``time.perf_counter``; the loss counts in the last stage's forward) — not the warm-up's shape exchange,
+    and not one op that a busy machine slowed in one step."""
     grads: dict[str, torch.Tensor]
     """The last step's, merged over ranks: the tied ``wte.weight`` is the sum of the first and last stage's
     (see :func:`~batchlab.measure.pipeline_local.split_model`)."""
@@ -222,13 +223,11 @@ class DistributedPipelineRun:
     """The warm-up step (stages exchange tensor shapes)."""
     start_seconds: float | None = None
     """From starting the processes until every rank had its process group and stage."""
-    timeline_step: int = 0
-    """The index in ``step_seconds`` of the step ``timeline`` shows."""
 
 
 def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> DistributedPipelineRun:
-    """The ranks' results as one run of ``job``: the timeline of the timed step of median duration (seconds
-    after its earliest op), the gradients summed over ranks where a name appears twice (the tied ``wte.weight``), step times.
+    """The ranks' results as one run of ``job``: the median timeline of the timed steps (each op at its median
+    start and end, :func:`~batchlab.formulas.pipeline_schedules.median_timeline`), the gradients summed over ranks where a name appears twice (the tied ``wte.weight``), step times.
 
     ``align="clock"``: the ranks share one clock (one machine; ``perf_counter`` is system-wide).
     ``"barrier"``: each rank's times count from its own exit from the barrier before each step
@@ -243,22 +242,21 @@ def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> Di
                          - min(r.steps[k].begin - origin(r, k) for r in results) for k in range(1, steps))
     if not step_seconds:
         raise ValueError("只有预热一步：至少需要一个计时步")
-    median = sorted(range(len(step_seconds)), key=lambda k: step_seconds[k])[(len(step_seconds) - 1) // 2]
-    shown = median + 1  # results[·].steps[0] is the warm-up
-    raw = [(r.rank, kind, mb, start - origin(r, shown), end - origin(r, shown))
-           for r in results for kind, mb, start, end in r.steps[shown].ops]
-    first = min(op[3] for op in raw)
-    ops = tuple(Op(stage=rank, microbatch=mb, kind=kind, start=start - first, end=end - first)
-                for rank, kind, mb, start, end in sorted(raw, key=lambda op: op[3]))
+    def step_timeline(step: int) -> Timeline:
+        ops = tuple(Op(stage=r.rank, microbatch=mb, kind=kind, start=start - origin(r, step), end=end - origin(r, step))
+                    for r in results for kind, mb, start, end in r.steps[step].ops)
+        return Timeline(job.schedule, len(results), job.num_microbatches, ops)
+
+    # results[·].steps[0] is the warm-up
+    timeline = median_timeline([step_timeline(k) for k in range(1, steps)])
     grads: dict[str, torch.Tensor] = {}
     for r in results:
         for name, grad in r.grads.items():
             grads[name] = grads[name] + grad if name in grads else grad
     warmup = (max(r.steps[0].end - origin(r, 0) for r in results)
               - min(r.steps[0].begin - origin(r, 0) for r in results))
-    return DistributedPipelineRun(job=job, timeline=Timeline(job.schedule, len(results), job.num_microbatches, ops),
-                                  grads=grads, loss=results[-1].loss, step_seconds=step_seconds,
-                                  warmup_seconds=warmup, timeline_step=median)
+    return DistributedPipelineRun(job=job, timeline=timeline, grads=grads, loss=results[-1].loss,
+                                  step_seconds=step_seconds, warmup_seconds=warmup)
 
 
 def run_pipeline_distributed(

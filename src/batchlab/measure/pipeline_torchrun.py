@@ -61,7 +61,7 @@ def _summary(run: DistributedPipelineRun) -> dict:
         "bubble_formula": job.plan.bubble_fraction,
         "makespan_seconds": timeline.makespan, "busy_seconds_per_stage": busy,
         "step_seconds": list(run.step_seconds), "warmup_seconds": run.warmup_seconds,
-        "start_seconds": run.start_seconds, "timeline_step": run.timeline_step,
+        "start_seconds": run.start_seconds,
     }
 
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from batchlab.formulas.job import LIMITS, Job
+from batchlab.formulas.memory import activation_basis
 from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import StepModel, model_step
@@ -33,7 +34,7 @@ def render_tradeoff_html(job: Job, step: StepModel, result: dict, curve: RateCur
         f"<div>m = <b>{step.num_microbatches}</b>，气泡占比 <b>{step.bubble_fraction:.1%}</b>；每个矩阵乘法 M = "
         f"{step.micro_batch_size} × {job.seq_len} = {step.rows} 行，效率 <b>{step.matmul_efficiency:.0%}</b>"
         f"（{html.escape(curve.name)}）；模型估计每步 {step.step_seconds:.3g} s，"
-        f"<b>{step.tokens_per_second:,.0f}</b> tokens/s；显存{memory}"
+        f"<b>{step.tokens_per_second:,.0f}</b> tokens/s；显存{memory}（{activation_basis(job.attention)}）"
         + (f"；模型下最快且放得下的微批次大小：<b>{best['micro_batch_size']}</b>" if best
            else f"；没有放得下的微批次大小。{html.escape(result['suggestion'] or '')}")
         + "</div>")
