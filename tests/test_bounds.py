@@ -88,7 +88,7 @@ def test_every_flag_value_is_answered_or_refused_in_one_line(command, flag, valu
 # What each combined case must meet: the quantity named in its refusal, or None where it is answered.
 REFUSED_FOR = {
     "2²⁰ micro-batches of one token": "前向和反向操作数",
-    "1,024 tokens at width 12 (s² scores)": "估计同时占用的内存",
+    "1,024 tokens at width 25 (s² scores)": "估计同时占用的内存",
     "2¹⁷ micro-batches, one process per stage": "前向和反向操作数",
     "16 stages × 1,000 micro-batches": "前向和反向操作数",
     "width 4,000 (weights of gigabytes)": "估计同时占用的内存",

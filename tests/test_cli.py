@@ -238,3 +238,28 @@ def test_plan_text_says_the_72_form_is_derived_not_eq_3(capsys):
     assert main(["plan", *CASE[1:-1], "--micro-batch", "2", "--recompute", "full"]) == 0
     line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("model FLOPs"))
     assert "Eq. 3: full recompute" in line
+
+
+def test_the_readmes_measured_run_fits_the_run_budget(capsys):
+    """The README's `pipeline … --run local|distributed` example runs, both ways, with the steps each kind takes
+    (a warm-up and two timed): a change to those steps or to the budget must keep the reader's first run."""
+    import re
+    from pathlib import Path
+
+    from batchlab.apps.cli import RUN_STEPS
+    from batchlab.formulas.budget import RUN_BUDGET, over_budget, run_cost
+    from batchlab.formulas.presets import get_config
+    from batchlab.formulas.job import Job
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"batchlab pipeline (--model tiny [^#]*?)--run local\|distributed", readme, re.S)
+    assert command, "README 里找不到 --run local|distributed 的示例"
+    flags = command.group(1).replace("\\", " ").split()
+    assert flags == ["--model", "tiny", "--n-layer", "4", "--d-model", "128", "--seq-len", "64",
+                     "--global-batch", "32", "--micro-batch", "4", "--pipeline-stages", "4"]
+    job = Job(get_config("tiny", n_layer=4, d_model=128), seq_len=64, global_batch=32, micro_batch_size=4,
+              pipeline_stages=4, precision="fp32")
+    for kind, processes in (("local", 1), ("distributed", 4)):
+        assert not over_budget(run_cost(job, RUN_STEPS[kind], processes), RUN_BUDGET), kind
+    out = run_json(["pipeline", *flags, "--run", "local", "--json"], capsys)
+    assert out["run"] == "local" and 0 < out["bubble_fraction"] < 1

@@ -157,11 +157,11 @@ def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 MAX_RUN_STAGES = 16
-LOCAL_WARMUP, LOCAL_TIMED = 1, 3
+LOCAL_WARMUP, LOCAL_TIMED = 1, 2
 DISTRIBUTED_TIMED = 2
 RUN_STEPS = {"local": LOCAL_WARMUP + LOCAL_TIMED, "distributed": 1 + DISTRIBUTED_TIMED}
-"""Steps a measured run takes: local, one discarded warm-up and three timed (the replay takes each op's median,
-so a cold first step does not set the bubble); distributed, one warm-up and two timed."""
+"""Steps a measured run takes, each kind one discarded warm-up (a cold first backward must not set the bubble)
+and two timed, within :data:`~batchlab.formulas.budget.RUN_BUDGET` for the README's example."""
 _RUN_FLAGS = {"num_microbatches": "--global-batch", "pipeline_stages": "--pipeline-stages",
               "micro_batch_size": "--micro-batch", "seq_len": "--seq-len", "d_model": "--d-model"}
 """The flags that set each input of :func:`~batchlab.formulas.budget.run_cost`, for its refusal line."""
