@@ -244,14 +244,15 @@ def test_the_readmes_measured_run_fits_the_run_budget(capsys):
     """The README's `pipeline … --run local|distributed` example runs, both ways, with the steps each kind takes
     (a warm-up and two timed): a change to those steps or to the budget must keep the reader's first run."""
     import re
-    from pathlib import Path
 
     from batchlab.apps.cli import RUN_STEPS
     from batchlab.formulas.budget import RUN_BUDGET, over_budget, run_cost
     from batchlab.formulas.presets import get_config
     from batchlab.formulas.job import Job
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    from booktools import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     command = re.search(r"batchlab pipeline (--model tiny [^#]*?)--run local\|distributed", readme, re.S)
     assert command, "README 里找不到 --run local|distributed 的示例"
     flags = command.group(1).replace("\\", " ").split()
