@@ -14,7 +14,7 @@ explained below), requests that tried to leave the machine, local files that fai
 embedded widget state), math (`.math` nodes vs MathJax containers and errors), the page's layout at
 that width (`booktools.layout`: overflow, narrow table cells, equations, code line length, spaces
 between Chinese characters; reported in `layout`, judged by the tests, not by `problems()`), and a
-full-page screenshot.
+full-page screenshot (its first SCREENSHOT_MAX_PX of height on a longer page).
 
 Prints one JSON report per page; exit status 0 ok, 1 a page has problems, 2 Chromium missing.
 """
@@ -48,6 +48,11 @@ KNOWN_NOISE: list[tuple[re.Pattern, str]] = [
 # vendored. The browser requests them, gets file-not-found, and nothing visible uses them: the book's
 # widgets have no icons, and check_page() counts elements drawn in a Font Awesome 5 face
 # (`fa5_elements`) so an icon that would show as a blank square fails the check.
+SCREENSHOT_MAX_PX = 40_000
+"""The tallest screenshot taken, in CSS pixels (the longest chapter is ~31,000 at 390 px). The API page runs to
+~145,000 at 1280: Chromium held over 4 GiB for that one picture, enough to starve a test running beside it
+(test_grade_hostile's memory limit, never reached), and a picture that tall shows a reader nothing."""
+
 KNOWN_MISSING = re.compile(r"/@jupyter-widgets/html-manager/dist/[0-9a-f]{20}\.(?:woff2?|ttf|eot|svg)$")
 
 
@@ -190,7 +195,10 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
             # written beside and renamed into place: test workers that each render the book write the
             # same files, and one deleting its old shot must not leave another's check without one
             partial = png.with_name(f".{png.stem}.{os.getpid()}.png")
-            tab.screenshot(path=str(partial), full_page=True)
+            height = tab.evaluate("document.documentElement.scrollHeight")
+            clip = None if height <= SCREENSHOT_MAX_PX else {
+                "x": 0, "y": 0, "width": (viewport or VIEWPORT)["width"], "height": SCREENSHOT_MAX_PX}
+            tab.screenshot(path=str(partial), full_page=True, clip=clip)
             os.replace(partial, png)
             rep.screenshot = str(png)
     finally:
