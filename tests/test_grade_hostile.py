@@ -52,7 +52,9 @@ FORGERS = {
 }
 MARK = f"batchlab-hostile-{os.getpid()}"
 ABSTRACT = f"\0batchlab-teacher-{os.getpid()}"  # the host's abstract socket (per run: two runs may overlap)
-TIMEOUT, NOTEBOOK_TIMEOUT = 15, 60
+# a cell gets 30 s: the memory hog needs its children to fill ~4 GiB before then, which on 2 cores shared with
+# another test worker (a chapter training under nbval) took longer than 15 s in 3 of 5 full runs
+TIMEOUT, NOTEBOOK_TIMEOUT = 30, 60
 UNPRIVILEGED = 1_666_000_077  # the teacher's account in the second run (no login has it)
 
 LEAK = "def leak(what):\n    raise type('Leaked' + what, (Exception,), {})()\n"
