@@ -7,7 +7,6 @@ Explorers are numbered in page order (0, 1, …); a control is the record its ex
 """
 from __future__ import annotations
 
-
 from booktools.browser import script
 
 READY_TIMEOUT_MS = 120_000

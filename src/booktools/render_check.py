@@ -48,12 +48,12 @@ KNOWN_NOISE: list[tuple[re.Pattern, str]] = [
 # vendored. The browser requests them, gets file-not-found, and nothing visible uses them: the book's
 # widgets have no icons, and check_page() counts elements drawn in a Font Awesome 5 face
 # (`fa5_elements`) so an icon that would show as a blank square fails the check.
+KNOWN_MISSING = re.compile(r"/@jupyter-widgets/html-manager/dist/[0-9a-f]{20}\.(?:woff2?|ttf|eot|svg)$")
+
 SCREENSHOT_MAX_PX = 40_000
 """The tallest screenshot taken, in CSS pixels (the longest chapter is ~31,000 at 390 px). The API page runs to
-~145,000 at 1280: Chromium held over 4 GiB for that one picture, enough to starve a test running beside it
-(test_grade_hostile's memory limit, never reached), and a picture that tall shows a reader nothing."""
-
-KNOWN_MISSING = re.compile(r"/@jupyter-widgets/html-manager/dist/[0-9a-f]{20}\.(?:woff2?|ttf|eot|svg)$")
+~145,000 at 1280: Chromium held over 4 GiB for that one picture (186 M pixels, past PIL's decompression-bomb
+guard), and a picture that tall shows a reader nothing."""
 
 
 @dataclass

@@ -250,22 +250,22 @@ def median_timeline(steps: Sequence[Timeline]) -> Timeline:
     if not steps:
         raise ValueError("steps 为空：至少需要一步的实测时间线")
     first = steps[0]
-    keys = sorted((op.stage, op.kind, op.microbatch) for op in first.ops)
-    per_op: dict[tuple[int, str, int], tuple[list[float], list[float]]] = {key: ([], []) for key in keys}
+    keys = sorted((op.kind, op.stage, op.microbatch) for op in first.ops)   # as sibling_ratios keys them
+    per_op: dict[tuple[str, int, int], tuple[list[float], list[float]]] = {key: ([], []) for key in keys}
     for k, step in enumerate(steps):
         if (step.schedule, step.pipeline_stages, step.num_microbatches) != (
                 first.schedule, first.pipeline_stages, first.num_microbatches) or \
-                sorted((op.stage, op.kind, op.microbatch) for op in step.ops) != keys:
+                sorted((op.kind, op.stage, op.microbatch) for op in step.ops) != keys:
             raise ValueError(f"steps[{k}] 与 steps[0] 不是同一个作业的一步：每一步必须有同样的操作")
         origin = min(op.start for op in step.ops)
         for op in step.ops:
-            starts, ends = per_op[(op.stage, op.kind, op.microbatch)]
+            starts, ends = per_op[(op.kind, op.stage, op.microbatch)]
             starts.append(op.start - origin)
             ends.append(op.end - origin)
     medians = {key: (statistics.median(starts), statistics.median(ends)) for key, (starts, ends) in per_op.items()}
     origin = min(start for start, _ in medians.values())
     ops = tuple(Op(stage=stage, microbatch=mb, kind=kind, start=start - origin, end=end - origin)
-                for (stage, kind, mb), (start, end) in sorted(medians.items(), key=lambda item: item[1][0]))
+                for (kind, stage, mb), (start, end) in sorted(medians.items(), key=lambda item: item[1][0]))
     return Timeline(first.schedule, first.pipeline_stages, first.num_microbatches, ops)
 
 

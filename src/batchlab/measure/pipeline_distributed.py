@@ -227,7 +227,8 @@ class DistributedPipelineRun:
 
 def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> DistributedPipelineRun:
     """The ranks' results as one run of ``job``: the median timeline of the timed steps (each op at its median
-    start and end, :func:`~batchlab.formulas.pipeline_schedules.median_timeline`), the gradients summed over ranks where a name appears twice (the tied ``wte.weight``), step times.
+    start and end, :func:`~batchlab.formulas.pipeline_schedules.median_timeline`), the gradients summed over
+    ranks where a name appears twice (the tied ``wte.weight``), step times.
 
     ``align="clock"``: the ranks share one clock (one machine; ``perf_counter`` is system-wide).
     ``"barrier"``: each rank's times count from its own exit from the barrier before each step
@@ -242,9 +243,10 @@ def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> Di
                          - min(r.steps[k].begin - origin(r, k) for r in results) for k in range(1, steps))
     if not step_seconds:
         raise ValueError("只有预热一步：至少需要一个计时步")
+
     def step_timeline(step: int) -> Timeline:
-        ops = tuple(Op(stage=r.rank, microbatch=mb, kind=kind, start=start - origin(r, step), end=end - origin(r, step))
-                    for r in results for kind, mb, start, end in r.steps[step].ops)
+        ops = tuple(Op(stage=r.rank, microbatch=mb, kind=kind, start=start - origin(r, step),
+                       end=end - origin(r, step)) for r in results for kind, mb, start, end in r.steps[step].ops)
         return Timeline(job.schedule, len(results), job.num_microbatches, ops)
 
     # results[·].steps[0] is the warm-up
