@@ -76,3 +76,27 @@ def test_a_rounding_gap_is_one_right_aligned_number_in_a_table():
     table = text_table(["做法", "相对差异"], [["累积", float_gap(1.5e-7)], ["BatchNorm", float_gap(3.3e-2)]])
     assert table.numeric == (False, True)
     assert table.cells[0][1] == "< 10⁻⁶（float32 舍入）" and "1.5" not in table.text + table.html()
+
+
+def test_one_format_per_quantity():
+    from batchlab.page.numbers import dropout, learning_rate, seconds, throughput
+    assert learning_rate(3e-3) == "3.0×10⁻³" and learning_rate(3e-3 * 8 ** 0.5) == "8.5×10⁻³"
+    assert learning_rate(0.024) == "2.4×10⁻²" and learning_rate(0.1) == "1.0×10⁻¹"
+    assert throughput(3200) == "3,200 tokens/s" and throughput(160_935.2) == "161,000 tokens/s"
+    assert throughput(20000, unit=False) == "20,000" and isinstance(throughput(1.0), Formatted)
+    assert dropout(0.1) == "0.1" and dropout(0.0) == "0"
+    assert seconds(0.75) == "0.750 秒" and seconds(0.4071) == "0.407 秒" and seconds(12.345) == "12.3 秒"
+
+
+def test_symbols_render_once_per_medium():
+    from batchlab.page.symbols import html, mathtext, tex, typeset
+    assert tex("B_noise") == r"$B_\text{noise}$" and tex("G_B") == "$G_B$"
+    assert html("S_min") == "<i>S</i><sub>min</sub>" and html("G_B") == "<i>G</i><sub><i>B</i></sub>"
+    assert mathtext("E_min") == r"$E_\mathrm{min}$"
+    label = typeset("S/{S_min} 预测 <{B_simple}>")
+    assert label == "S/S_min 预测 <B_simple>"
+    assert label.__html__() == "S/<i>S</i><sub>min</sub> 预测 &lt;<i>B</i><sub>simple</sub>&gt;"
+    table = text_table(["B", label], [[1, 2.0]])
+    assert "<sub>min</sub>" in table.html() and "S/S_min" in table.text and "&lt;<i>B" in table.html()
+    with pytest.raises(ValueError):
+        tex("B_nois")

@@ -5,6 +5,11 @@ which right-aligns it. Bytes are shown in binary units (GiB = 2³⁰ bytes, as `
 count), rates in TFLOP/s, fractions as percentages, model estimates with the significant figures a model
 deserves, and tiny numbers in scientific notation instead of a row of zeros — except a gap at float32 rounding
 level, whose digits are noise (:func:`float_gap`).
+
+One format per quantity, across prose, tables, outputs, explorers and the CLI (tests/test_number_formats.py reads
+every page for a second one): a learning rate is :func:`learning_rate` (3.0×10⁻³), a throughput
+:func:`throughput` (3,200 tokens/s, three significant figures), a dropout rate :func:`dropout` (0.1), a percentage
+:func:`percent` (one decimal at most, no space), a duration :func:`seconds` (0.407 秒, three significant figures).
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from typing import Iterable, Mapping, Sequence
 from batchlab.lecture.verdicts import FLOAT32_ROUNDING, FLOAT32_ROUNDING_EXPONENT
 
 __all__ = ["Formatted", "count", "decimal", "percent", "size", "flops_rate", "estimate", "scientific", "float_gap", "ratio",
-           "listed", "labelled", "tally", "span"]
+           "listed", "labelled", "tally", "span", "learning_rate", "throughput", "dropout", "seconds"]
 
 _UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -75,6 +80,29 @@ def float_gap(x: float, figures: int = 2) -> Formatted:
     if abs(x) < FLOAT32_ROUNDING:
         return Formatted(f"< 10{str(FLOAT32_ROUNDING_EXPONENT).translate(_SUPERSCRIPT)}（float32 舍入）")
     return scientific(x, figures)
+
+
+def learning_rate(lr: float) -> Formatted:
+    """A learning rate, always as m.m×10ⁿ: 3e-3 → 3.0×10⁻³, 3e-3×√8 → 8.5×10⁻³, 0.1 → 1.0×10⁻¹."""
+    return scientific(lr, 2)
+
+
+def throughput(tokens_per_second: float, unit: bool = True) -> Formatted:
+    """Tokens per second to three significant figures, thousands separated: 3200 → 3,200 tokens/s,
+    160935.2 → 161,000 tokens/s (a model's estimate and a report's round figure read alike); ``unit=False``
+    for a table column whose header names the unit."""
+    number = _significant(tokens_per_second, 3)
+    return Formatted(f"{number} tokens/s" if unit else number)
+
+
+def dropout(rate: float) -> Formatted:
+    """A dropout rate as its shortest decimal: 0.1 → 0.1, 0.0 → 0 (never 0.10 or 0.100)."""
+    return Formatted(f"{rate:g}")
+
+
+def seconds(s: float) -> Formatted:
+    """A duration in seconds to three significant figures: 0.75 → 0.750 秒, 0.4071 → 0.407 秒, 12.345 → 12.3 秒."""
+    return Formatted(f"{_significant(s, 3)} 秒")
 
 
 def ratio(x: float, digits: int = 2) -> Formatted:

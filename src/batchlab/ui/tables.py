@@ -94,10 +94,12 @@ class Table(Shown):
         return "\n".join([line(self.headers), *(line(r) for r in self.cells)])
 
     def html(self) -> str:
-        """The same cells as an HTML ``<table>``, escaped; deterministic, because nbval compares it."""
+        """The same cells as an HTML ``<table>``, escaped (a header with symbols, :class:`~batchlab.page.symbols.Typeset`,
+        gives its own HTML); deterministic, because nbval compares it."""
         def row(tag: str, values: Sequence[str]) -> str:
             return "<tr>" + "".join(f'<{tag} style="{_ALIGN[self.numeric[j]]}; {_TAG_STYLE[tag]}">'
-                                    f"{html.escape(v)}</{tag}>" for j, v in enumerate(values)) + "</tr>"
+                                    f"{v.__html__() if hasattr(v, '__html__') else html.escape(v)}</{tag}>"
+                                    for j, v in enumerate(values)) + "</tr>"
 
         return "\n".join([f'<table class="{HTML_CLASS}" style="border-collapse: collapse">', "<thead>", row("th", self.headers), "</thead>",
                           "<tbody>", *(row("td", r) for r in self.cells), "</tbody>", "</table>"])
@@ -115,6 +117,6 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits:
         raise ValueError(f"每一行都要有 {len(headers)} 个单元格，与表头 {list(headers)} 一一对应；"
                          f"实际各行的单元格数：{[len(row) for row in rows]}")
     numeric = tuple(all(_is_number(row[j]) for row in rows) for j in range(len(headers)))
-    return Table(headers=tuple(str(h) for h in headers),
+    return Table(headers=tuple(h if hasattr(h, "__html__") else str(h) for h in headers),
                  cells=tuple(tuple(_cell(v, digits) for v in row) for row in rows),
                  numeric=numeric)
