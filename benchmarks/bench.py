@@ -153,7 +153,8 @@ def bench_build() -> tuple[float, dict]:
 
 
 def bench_live(html: Path) -> dict:
-    from batchlab.page.memory import MAX_MICRO_BATCH
+    from batchlab.page import web
+    from batchlab.page.spec import LIVE_CLASS
     from booktools import browser, live_page
 
     with browser.launch(loopback=True) as b, browser.serve(html) as origin:
@@ -163,11 +164,19 @@ def bench_live(html: Path) -> dict:
             tab.goto(f"{origin}/book/4.3-memory.html", wait_until="load")
             index = live_page.explorer_names(tab).index("memory")
             ready_ms = live_page.make_live(tab, index)
-            slider = {"name": "micro_batch_size", "kind": "slider"}
-            times = []
+            # the micro-batch slider to each of its stops in turn (the values that make a job), 20 changes; the
+            # stops come from the same declaration the page runs, fed the values the page now shows
+            context = tab.locator(f".{LIVE_CLASS}").nth(index).get_attribute("data-context")
+            explorer = web.EXPLORERS["memory"].from_context(json.loads(context))
+            values, times = explorer.initial_values(), []
             for k in range(20):
-                live_page.set_control(tab, index, slider, 1 + (k * 7) % MAX_MICRO_BATCH)
+                slider = next(c for c in explorer.controls(values) if c.name == "micro_batch_size")
+                stops = [v for _, v in slider.options]
+                value = stops[(stops.index(values[slider.name]) + 1) % len(stops)]
+                live_page.set_control(tab, index, slider.as_record(), value)
                 times.append(live_page.read(tab, index)["update_ms"])
+                values = json.loads(web.update("memory", context, json.dumps({**values, slider.name: value}),
+                                               slider.name))["values"]
         finally:
             context.close()
     return {"cold_seconds": ready_ms / 1000, "update_median_ms": statistics.median(times),
@@ -222,14 +231,15 @@ def bench_widgets() -> dict:
             "NoiseExplorer": (ExplorerWidget(NoiseExplorer(gradient_cloud(ps, sizes), minibatch_error(ps, sizes))), {
                 "batch_size": [1, 2, 4, 8, 16, 64, 128, 32], "lr_rule": ["sqrt", "none", "linear"],
                 "base_batch": [8, 128, 1024, 32], "base_lr": [1e-4, 1e-3, 1e-2, 1e-1, 3e-3]}),
+            # the count sliders offer only values that make a job (page/valid.py): each sweep stays on them
             "MemoryExplorer": (ExplorerWidget(MemoryExplorer()), {
-                "micro_batch_size": [1, 4, 8, 16, 32, 64, 2], "seq_len": [256, 512, 1024],
+                "micro_batch_size": [1, 4, 8, 2], "seq_len": [256, 512, 1024],
                 "schedule": ["gpipe", "1f1b"], "recompute": ["selective", "full", "none"],
                 "precision": ["fp32", "bf16-mixed"], "pipeline_stages": [1, 2, 8, 16, 4],
                 "global_batch": [128, 512, 64], "data_parallel": [1, 4, 2], "device_memory_gib": [16.0, 32.0, 64.0],
                 "model": [m for m in PRESETS if m.startswith("gpt2")][::-1]}),
             "TradeoffExplorer": (ExplorerWidget(TradeoffExplorer(curve)), {
-                "micro_batch_size": [1, 4, 8, 16, 32, 2], "global_batch": [32, 128, 256, 512, 64],
+                "micro_batch_size": [1, 4, 8, 2], "global_batch": [32, 128, 256, 512, 64],
                 "pipeline_stages": [1, 2, 8, 16, 4], "data_parallel": [1, 4, 8, 2], "schedule": ["gpipe", "1f1b"]}),
         }
     return {name: {**time_changes(widget, spread(sweeps)), "extreme_max_ms": time_extremes(widget)["max_ms"]}

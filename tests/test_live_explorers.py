@@ -15,6 +15,7 @@ import ast
 import html.parser
 import io
 import json
+import re
 import sys
 import zipfile
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ from batchlab.page import web
 from batchlab.page.batch import BatchExplorer
 from batchlab.page.memory import MemoryExplorer
 from batchlab.page.noise import NoiseExplorer
-from batchlab.page.spec import LIVE_CLASS
+from batchlab.page.spec import FIELD_WORDS, LIVE_CLASS
 from batchlab.page.tradeoff import TradeoffExplorer
 from booktools import browser as chromium, live, live_page, render_check
 
@@ -131,10 +132,72 @@ def test_a_refused_value_is_one_line_naming_it():
     context = json.dumps(BatchExplorer().context())
     values = {**BatchExplorer().initial_values(), "micro_batch_size": "abc"}
     answer = json.loads(web.update("batch", context, json.dumps(values), "micro_batch_size"))
-    assert answer["chart"] is None and "micro_batch_size" in answer["error"] and "'abc'" in answer["error"]
+    assert answer["chart"] is None and answer["error"] == "微批次大小 (Micro-Batch)须是 1 到 65,536 之间的整数（现在是「abc」）"
     assert "\n" not in answer["error"] and "Traceback" not in answer["summary_html"]
     values["micro_batch_size"] = 4  # a contrary input: the same call now answers a plan
     assert json.loads(web.update("batch", context, json.dumps(values), "micro_batch_size"))["error"] is None
+
+
+def python_names(message: str, explorer) -> list[str]:
+    """The names of code a refusal shows a reader: the explorer's controls' names (global_batch), the job's
+    derived fields (num_microbatches, n_layer), and reprs of text ('abc')."""
+    controls = explorer.controls(explorer.initial_values())
+    for control in controls:  # a label may hold its name's word ("dropout 概率")
+        message = message.replace(control.label, "")
+    names = [c.name for c in controls] + list(FIELD_WORDS)
+    found = [n for n in names if re.search(rf"(?<![A-Za-z_]){n}(?![A-Za-z_])", message)]
+    return found + re.findall(r"'[^']*'", message)
+
+
+def unformatted_numbers(message: str) -> list[str]:
+    """Whole numbers of five digits or more written without the book's thousands separators."""
+    return re.findall(r"(?<![\d.,])\d{5,}(?![\d.])", message)
+
+
+def test_the_wording_checks_can_fail():
+    """The old refusals (issue 29) are caught: a field name, a repr, 1000000000000 beside 1,048,576."""
+    memory = MemoryExplorer()
+    assert python_names("配置无效：global_batch = ''：必须是 ≥ 1 的整数", memory) == ["global_batch", "''"]
+    assert python_names("num_microbatches = 2：1F1B 要求", memory) == ["num_microbatches"]
+    assert unformatted_numbers("global_batch = 1000000000000：必须在 1 到 1,048,576 之间") == ["1000000000000"]
+    assert python_names("全局批大小须是 1 到 1,048,576 之间的整数（现在是空的）", memory) == []
+
+
+# what a reader can type into a box, or a broken page send: empty, 1e12, text, a fraction, a negative number
+TYPED = ["", 1e12, "abc", 2.5, -3, None]
+
+
+@pytest.mark.parametrize("index", range(4), ids=lambda i: explorers()[i].name)
+def test_every_refusal_uses_the_controls_label_and_the_books_numbers(index):
+    """Issue 29: refusals named Python fields and reprs; each now names the control by its Chinese label and
+    writes numbers as the book does, for every control and every kind of bad value."""
+    explorer = explorers()[index]
+    context = json.dumps(explorer.context())
+    start = explorer.initial_values()
+    refusals = 0
+    for control in explorer.controls(start):
+        for value in TYPED:
+            answer = json.loads(web.update(explorer.name, context, json.dumps({**start, control.name: value}),
+                                           control.name))
+            if answer["error"] is None:
+                continue
+            refusals += 1
+            error = answer["error"]
+            assert error.startswith(control.label), (control.name, value, error)
+            assert python_names(error, explorer) == [] and unformatted_numbers(error) == [], error
+    assert refusals >= len(explorer.controls(start)) * 3
+    big = json.loads(web.update(explorer.name, context, json.dumps({**start, next(iter(start)): 1e12}), next(iter(start))))
+    assert "1,000,000,000,000" in big["error"] or big["error"] is None
+
+
+def test_a_formulas_refusal_is_put_in_the_readers_words():
+    """What the job refuses past the controls (4.1's calculator shows an indivisible batch on purpose) names
+    the labels, not the fields."""
+    context = json.dumps(BatchExplorer().context())
+    values = {**BatchExplorer().initial_values(), "global_batch": 63}
+    error = json.loads(web.update("batch", context, json.dumps(values), "global_batch"))["error"]
+    assert error == "全局批大小 (Global Batch) = 63 不能被 微批次大小 (Micro-Batch) × 数据并行度 (DP) = 2 × 2 = 4 整除"
+    assert python_names(error, BatchExplorer()) == []
 
 
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**9, 10**9), st.floats(allow_nan=True),

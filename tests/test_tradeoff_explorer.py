@@ -64,22 +64,27 @@ def test_best_micro_batch_and_memory_limits_are_marked():
     assert "放不下" in tight.summary.value
 
 
-def test_1f1b_with_fewer_micro_batches_than_stages_is_refused_with_the_rule():
+def test_1f1b_with_fewer_micro_batches_than_stages_is_not_offered():
+    """Issue 29: a micro-batch box took any size and refused most; the slider offers the sizes that make a job."""
     e = explorer()
-    with contextlib.redirect_stdout(io.StringIO()):
-        e.controls["micro_batch_size"].value = 32  # m = 1 < 4 stages
-    assert e.result is None and "1F1B 要求微批次数 ≥ 流水线阶段数" in e.summary.value
+    assert e.controls["micro_batch_size"].options == (1, 2, 4, 8)  # m = 32 / b ≥ 4 stages under 1F1B
     with contextlib.redirect_stdout(io.StringIO()):
         e.controls["schedule"].value = "gpipe"
-    assert e.result is not None and e.result.step.num_microbatches == 1
+    assert e.controls["micro_batch_size"].options == (1, 2, 4, 8, 16, 32)
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["micro_batch_size"].value = 32
+        assert e.result is not None and e.result.step.num_microbatches == 1
+        e.controls["schedule"].value = "1f1b"  # m = 1 < 4 stages: the micro-batch follows, and the note says so
+    assert e.result is not None and e.controls["micro_batch_size"].value == 8
+    assert "微批次大小 32 → 8" in e.summary.value and "让配置仍然有效" in e.summary.value
 
 
-def test_invalid_input_shows_a_message():
+def test_a_global_batch_that_no_longer_divides_moves_the_counts():
     e = explorer()
-    png = e.png
     with contextlib.redirect_stdout(io.StringIO()):
         e.controls["global_batch"].value = 63
-    assert e.result is None and "global_batch = 63 不能被" in e.summary.value and e.png == png
+    assert e.result is not None and e.result.job.global_batch == 63 and e.controls["data_parallel"].value == 1
+    assert "全局批大小改为 63" in e.summary.value and "数据并行度 (DP) 2 → 1" in e.summary.value
 
 
 def test_the_summary_says_which_attention_its_memory_verdict_assumes():

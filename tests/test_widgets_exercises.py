@@ -37,7 +37,7 @@ def test_invalid_input_shows_a_message_not_a_traceback():
     calc = calculator()
     calc.controls["global_batch"].value = 63
     assert calc.result is None
-    assert "配置无效" in calc.summary.value and "global_batch = 63 不能被" in calc.summary.value
+    assert "配置无效" in calc.summary.value and "全局批大小 (Global Batch) = 63 不能被" in calc.summary.value
     calc.controls["global_batch"].value = 64
     assert calc.result is not None and "配置无效" not in calc.summary.value
 

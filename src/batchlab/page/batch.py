@@ -11,7 +11,7 @@ from batchlab.formulas.job import LIMITS
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.colours import PALETTE, WARNING_COLOUR
-from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
+from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
 from batchlab.page.numbers import percent
 
 __all__ = ["BatchExplorer", "render_plan_html", "MAX_STAGES"]
@@ -105,7 +105,7 @@ class BatchExplorer(Explorer):
             plan = plan_batch(v["micro_batch_size"], v["pipeline_stages"], v["data_parallel"],
                               global_batch=v["global_batch"], stated_grad_accum=v["stated_grad_accum"] or None)
         except ValueError as err:
-            return Panel(render_error_html(str(err)), error=str(err))
+            return self.refused(values, err)
         return Panel(render_plan_html(plan), bubble_chart(plan), result=plan)
 
     def context(self) -> dict:

@@ -17,15 +17,15 @@ from batchlab.formulas.precision import PRECISIONS, default_precision
 from batchlab.formulas.presets import PRESETS, get_config
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.colours import FIT_COLOUR, MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, WARNING_COLOUR
-from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
+from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
+from batchlab.page.valid import JobMaker, count_control, settle
 
 __all__ = ["MEMORY_PARTS", "memory_unit", "share_text", "render_memory_summary_html", "seq_len_options",
-           "memory_title", "memory_chart", "MemoryView", "MemoryExplorer", "MAX_MICRO_BATCH", "MAX_STAGES"]
+           "memory_title", "memory_chart", "MemoryView", "MemoryExplorer", "MODEL_SETTINGS"]
 
-MAX_MICRO_BATCH = 64
-"""The micro-batch slider's end: far past what fits a 910B for any preset."""
-MAX_STAGES = 48
-"""The stage box's end: GPT-2 XL's 48 layers (a smaller model refuses more stages than it has layers)."""
+MODEL_SETTINGS = ("seq_len", "precision", "dropout", "pipeline_stages")
+"""What a change of model sets to that model's own values (its context, default precision and dropout, no
+more stages than layers); returning to the chapter's model restores the chapter's values."""
 
 MEMORY_PARTS = (
     ("参数", PALETTE[0], lambda st: st.states.parameters, True),
@@ -175,6 +175,7 @@ class MemoryExplorer(Explorer):
         if not isinstance(job, Job):
             raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
         self.job = job
+        self.make = JobMaker(self._build)
         self.measured = {tuple(k): list(v) for k, v in (measured or {}).items()}
 
     def initial_values(self) -> dict:
@@ -183,36 +184,63 @@ class MemoryExplorer(Explorer):
                  "pipeline_stages", "global_batch", "data_parallel", "device_memory_gib")
         return {"model": job.model.name, **{n: getattr(job, n) for n in names}}
 
+    def _build(self, values: dict) -> Job:
+        """The job these values describe (the job's checks refuse an invalid one: ValueError); ``make``
+        is this, remembered (:class:`~batchlab.page.valid.JobMaker`)."""
+        fields = {n: values[n] for n in self.initial_values() if n != "model"}
+        return replace(self.job, **fields, model=get_config(values["model"]))
+
     def controls(self, values: dict) -> list[Control]:
-        n_positions = get_config(values.get("model")).n_positions
-        extra = self.job.seq_len if values.get("model") == self.job.model.name else None
+        """The controls; micro-batch size, stages and data parallelism offer only the values that make a
+        valid job with the other values (:mod:`batchlab.page.valid`), recomputed after every change."""
+        model = values.get("model")
+        # a model the list does not hold: the chapter's model's ranges, and the model control refuses it
+        config = get_config(model if isinstance(model, str) and model in PRESETS else self.job.model.name)
+        extra = self.job.seq_len if config.name == self.job.model.name else None
+
+        def counts(name: str, label: str) -> Control:
+            return count_control(self.make, values, name, label, config.n_layer, wide=True)
+
         return [
             Control("model", "模型", "choice", options=tuple((name, name) for name in PRESETS)),
-            Control("pipeline_stages", "流水线阶段数 (PP)", "int", 1, MAX_STAGES),
-            Control("micro_batch_size", "微批次大小", "slider", 1, MAX_MICRO_BATCH, wide=True),
+            counts("pipeline_stages", "流水线阶段数 (PP)"),
+            counts("micro_batch_size", "微批次大小"),
             Control("seq_len", "序列长度", "steps", options=tuple(
-                (str(s), s) for s in seq_len_options(n_positions, extra)), wide=True),
+                (str(s), s) for s in seq_len_options(config.n_positions, extra)), wide=True),
             Control("schedule", "流水线调度", "buttons", options=tuple((label, key) for key, label in SCHEDULES.items())),
             Control("recompute", "重计算", "choice", options=tuple((label, key) for key, label in RECOMPUTE_MODES.items()),
                     wide=True),
             Control("precision", "精度", "choice", options=tuple((label, key) for key, label in PRECISIONS.items()),
                     wide=True),
             Control("global_batch", "全局批大小", "int", 1, LIMITS["global_batch"][1]),
-            Control("data_parallel", "数据并行度 (DP)", "int", 1, LIMITS["data_parallel"][1]),
+            counts("data_parallel", "数据并行度 (DP)"),
             Control("device_memory_gib", "设备显存 (GiB)", "float", *LIMITS["device_memory_gib"], step=1.0),
             Control("dropout", "dropout 概率", "float", 0.0, 0.9, step=0.05),
         ]
 
     def follow(self, values: dict, changed: str) -> dict:
-        if changed != "model":
-            return dict(values)
+        """A new model brings its own :data:`MODEL_SETTINGS` (the chapter's, for the chapter's model); then
+        any change that leaves no valid job moves the fewest other counts to their nearest valid values."""
         try:
             config = get_config(values["model"])
-            # the same length, or the longest that fits
-            keep = max(v for v in seq_len_options(config.n_positions) if v <= values["seq_len"])
+            if changed == "model":
+                if config.name == self.job.model.name:
+                    own = {n: self.initial_values()[n] for n in MODEL_SETTINGS}
+                else:
+                    own = {"seq_len": max(v for v in seq_len_options(config.n_positions) if v <= self.job.seq_len),
+                           "precision": default_precision(config), "dropout": config.dropout,
+                           "pipeline_stages": min(values["pipeline_stages"], config.n_layer)}
+                values = {**values, **own}
+            return settle(self.make, values, changed, config.n_layer)
         except (KeyError, TypeError, ValueError):  # a missing or refused value: compute() says which, in one line
             return dict(values)
-        return {**values, "seq_len": keep, "precision": default_precision(config), "dropout": config.dropout}
+
+    def follow_reason(self, before: dict, after: dict, changed: str) -> str:
+        if changed != "model":
+            return "（让配置仍然有效）"
+        if after.get("model") == self.job.model.name:
+            return "（回到本章的设置）"
+        return f"（{after.get('model')} 自己的设置）"
 
     def measured_for(self, values: dict, stages: int) -> list | None:
         """The measured peaks for these values, when the chapter measured them at this stage count."""
@@ -223,9 +251,9 @@ class MemoryExplorer(Explorer):
     def compute(self, values: dict) -> Panel:
         try:
             v = self.check_values(values)
-            job = replace(self.job, **{**v, "model": get_config(v["model"])})
+            job = self.make(v)
         except ValueError as err:
-            return Panel(render_error_html(str(err)), error=str(err))
+            return self.refused(values, err)
         report = stage_memory(job)
         measured = self.measured_for(v, len(report.stages))
         title = memory_title(job)

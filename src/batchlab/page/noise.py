@@ -16,7 +16,7 @@ from batchlab.formulas.checks import one_of
 from batchlab.formulas.scaling import LR_RULES, scale_lr
 from batchlab.page.colours import PALETTE
 from batchlab.page.numbers import scientific
-from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
+from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
 
 __all__ = ["render_noise_summary_html", "noise_chart", "NoiseView", "NoiseExplorer", "CloudLike", "ErrorStatsLike",
            "STATS_KEYS", "MIN_LR", "MAX_LR", "LR_CHOICES", "lr_choices"]
@@ -206,7 +206,7 @@ class NoiseExplorer(Explorer):
             v = self.check_values(values)
             lr = scale_lr(v["base_lr"], v["base_batch"], v["batch_size"], v["lr_rule"])
         except ValueError as err:
-            return Panel(render_error_html(str(err)), error=str(err))
+            return self.refused(values, err)
         i = self.stats["batch_sizes"].index(v["batch_size"])
         summary = render_noise_summary_html(v["batch_size"], self.stats["rel_error"][i],
                                             self.stats["rel_error_theory"][i], self.stats["cosine"][i],

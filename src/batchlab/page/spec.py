@@ -13,13 +13,17 @@ matplotlib, no ipywidgets.
 from __future__ import annotations
 
 import html
+import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from batchlab.formulas.checks import between, one_of, whole
 from batchlab.page.colours import ERROR_COLOUR
+from batchlab.page.numbers import count
 
-__all__ = ["Control", "Panel", "NotebookLayout", "Explorer", "render_error_html", "CHART_FONT", "NARROW_PX", "responsive", "LIVE_CLASS"]
+__all__ = ["Control", "Panel", "NotebookLayout", "Explorer", "render_error_html", "CHART_FONT", "NARROW_PX", "responsive",
+           "LIVE_CLASS", "shown", "FIELD_WORDS", "NOTE_CLASS", "Refusal"]
 
 LIVE_CLASS = "batchlab-live"
 """The class of the line that marks an explorer in a page (``batchlab.ui.controls.kernel_notice`` writes
@@ -39,6 +43,43 @@ def responsive(option: dict, narrow: dict | None = None) -> dict:
     phone = {"title": {"textStyle": {"fontSize": 12, "width": NARROW_PX - 200, "overflow": "break"}},
              "grid": {"top": 72}}
     return {"baseOption": option, "media": [{"query": {"maxWidth": NARROW_PX}, "option": {**phone, **(narrow or {})}}]}
+
+
+NOTE_CLASS = "bl-note"
+"""The class of the line that names what else a moved control changed (:meth:`Explorer.moved`)."""
+
+FIELD_WORDS = {
+    "num_microbatches": "微批次数 m",
+    "n_positions": "最长序列长度",
+    "n_layer": "层数",
+}
+"""Names of a job's derived quantities that a formula's refusal may mention, in the reader's words (the
+controls' own names become their labels: :meth:`Explorer.reader_words`)."""
+
+
+def shown(value: object) -> str:
+    """A value as a refusal shows it to a reader: whole numbers in the book's format (1,000,000,000,000,
+    not 1000000000000 or 1e12), other numbers as written, text in 「」, nothing as 空的."""
+    if value is None or value == [] or value == {}:
+        return "空的"
+    if isinstance(value, (bool, list, dict)):
+        return f"「{json.dumps(value, ensure_ascii=False)[:20]}」"
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 1e18:
+        value = int(value)
+    if isinstance(value, int):
+        return count(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    text = str(value).strip()
+    return "空的" if not text else f"「{text[:20]}」"
+
+
+def _bound(x: float) -> str:
+    return count(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+class Refusal(ValueError):
+    """A value a control refuses, already in the reader's words (:meth:`Control.refusal`)."""
 
 
 def render_error_html(message: str) -> str:
@@ -74,6 +115,38 @@ class Control:
             raise ValueError(f"kind = {self.kind!r}：可选 {', '.join(self.KINDS)}")
         if (self.kind in ("steps", "choice", "buttons")) != bool(self.options):
             raise ValueError(f"{self.name}：选择类控件需要 options，数值类控件不要")
+
+    def accepts(self, value: object) -> bool:
+        """Is ``value`` one of the options, or a number of the right kind within the range?"""
+        if self.options:
+            return any(value == v and type(value) is type(v) or (isinstance(v, float) and isinstance(value, int)
+                                                                 and not isinstance(value, bool) and value == v)
+                       for _, v in self.options)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return False
+        if self.kind in ("int", "slider") and not (isinstance(value, int) or value.is_integer()):
+            return False
+        return self.minimum <= value <= self.maximum
+
+    def display(self, value: object) -> str:
+        """``value`` as this control shows it: its option's label, or the number in the book's format."""
+        for label, v in self.options:
+            if v == value and type(v) is type(value):
+                return label
+        if self.options and all(label == str(v) for label, v in self.options) and isinstance(value, int):
+            return str(value)  # a value of a slider of plain numbers (a sequence length), written as its stops are
+        return shown(value)
+
+    def refusal(self, value: object) -> str:
+        """Why this control refuses ``value``, with its Chinese label and the book's numbers."""
+        text = shown(value)
+        now = f"（现在是{text if text == '空的' or text.startswith('「') else ' ' + text}）"
+        if self.options:
+            labels = [label for label, _ in self.options]
+            listed = "、".join(labels if len(labels) <= 8 else [*labels[:3], "…", *labels[-2:]])
+            return f"{self.label}只能选 {listed} 之一{now}"
+        what = "整数" if self.kind in ("int", "slider") else "数"
+        return f"{self.label}须是 {_bound(self.minimum)} 到 {_bound(self.maximum)} 之间的{what}{now}"
 
     def as_record(self) -> dict:
         """The declaration as JSON-ready data (for the browser)."""
@@ -150,6 +223,46 @@ class Explorer:
     def follow(self, values: dict, changed: str) -> dict:
         return dict(values)
 
+    def follow_reason(self, before: dict, after: dict, changed: str) -> str:
+        """Why :meth:`follow` moved other controls, in a few words for the note (empty: no reason given)."""
+        return ""
+
+    def moved(self, values: dict, changed: str) -> tuple[dict, str]:
+        """The values after the control ``changed`` moved (:meth:`follow`) and the note, as HTML, that names
+        every other control it moved, old → new, so nothing changes silently (empty when none moved). Both
+        renderings show the note above the summary."""
+        after = self.follow(values, changed)
+        try:
+            controls = {c.name: c for c in self.controls(after)}
+        except (ValueError, TypeError, KeyError):  # controls of a refused value: compute() says which
+            return after, ""
+        items = [f"{c.label} {c.display(values.get(n))} → {c.display(after.get(n))}"
+                 for n, c in controls.items() if n != changed and values.get(n) != after.get(n)]
+        if not items or changed not in controls:
+            return after, ""
+        moved = controls[changed]
+        reason = self.follow_reason(values, after, changed)
+        return after, (f'<div class="{NOTE_CLASS}" style="color:#555">{html.escape(moved.label)}改为 '
+                       f"{html.escape(moved.display(after.get(changed)))}，随之改变：{html.escape('；'.join(items))}"
+                       f"{html.escape(reason)}</div>")
+
+    def reader_words(self, message: str, values: dict) -> str:
+        """A formula's refusal in the reader's words: each control's name replaced by its label (and the
+        names of :data:`FIELD_WORDS`), whole numbers of five digits or more in the book's format."""
+        try:
+            words = {c.name: c.label for c in self.controls(values)}
+        except (ValueError, TypeError, KeyError):
+            words = {}
+        words.update(FIELD_WORDS)
+        names = "|".join(re.escape(n) for n in sorted(words, key=len, reverse=True))
+        message = re.sub(rf"(?<![A-Za-z_])({names})(?![A-Za-z_])", lambda m: words[m.group(1)], message)
+        return re.sub(r"(?<![\d.,])\d{5,}(?![\d.])", lambda m: count(int(m.group())), message)
+
+    def refused(self, values: dict, err: ValueError) -> Panel:
+        """The panel of refused values: the rule's one line, in the reader's words (:meth:`reader_words`)."""
+        message = str(err) if isinstance(err, Refusal) else self.reader_words(str(err), values)
+        return Panel(render_error_html(message), error=message)
+
     def compute(self, values: dict) -> Panel:
         raise NotImplementedError
 
@@ -162,16 +275,17 @@ class Explorer:
 
     def check_values(self, values: dict) -> dict:
         """``values`` limited to this explorer's controls, each within its declared range or options;
-        else ValueError naming the value and the rule (the browser sends what a reader typed)."""
+        else ValueError saying, with the control's label, what it takes and what it got
+        (:meth:`Control.refusal`; the browser sends what a reader typed)."""
+        if not isinstance(values, dict):
+            raise ValueError("values：必须是 JSON 对象（名字 → 值）")
         checked = {}
         for control in self.controls(values):
             value = values.get(control.name)
-            if control.options:
-                one_of(control.name, value, [v for _, v in control.options])
-            else:
-                if control.kind in ("int", "slider"):
-                    whole(control.name, value, minimum=int(control.minimum))
-                value = between(control.name, value, control.minimum, control.maximum)
-                value = int(value) if control.kind in ("int", "slider") else value
-            checked[control.name] = value
+            if not control.accepts(value):
+                raise Refusal(control.refusal(value))
+            if control.options:  # the option itself (JSON writes the rate 1.0 as 1)
+                value = next(v for _, v in control.options if v == value)
+            checked[control.name] = int(value) if control.kind in ("int", "slider") else (
+                float(value) if control.kind == "float" else value)
         return checked

@@ -18,8 +18,9 @@ from batchlab.formulas.throughput import StepModel, model_step
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.colours import ERROR_COLOUR, OVERFLOW_COLOUR, PALETTE
-from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, render_error_html, responsive
-from batchlab.page.numbers import percent
+from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
+from batchlab.page.numbers import percent, seconds, throughput
+from batchlab.page.valid import JobMaker, count_control, settle
 
 __all__ = ["render_tradeoff_html", "tradeoff_chart", "TradeoffView", "TradeoffExplorer"]
 
@@ -33,8 +34,8 @@ def render_tradeoff_html(job: Job, step: StepModel, result: dict, curve: RateCur
     return (
         f"<div>m = <b>{step.num_microbatches}</b>，气泡占比 <b>{step.bubble_fraction:.1%}</b>；每个矩阵乘法 M = "
         f"{step.micro_batch_size} × {job.seq_len} = {step.rows} 行，效率 <b>{step.matmul_efficiency:.0%}</b>"
-        f"（{html.escape(curve.name)}）；模型估计每步 {step.step_seconds:.3g} s，"
-        f"<b>{step.tokens_per_second:,.0f}</b> tokens/s；显存{memory}（{activation_basis(job.attention)}）"
+        f"（{html.escape(curve.name)}）；模型估计每步 {seconds(step.step_seconds)}，"
+        f"<b>{throughput(step.tokens_per_second, False)}</b> tokens/s；显存{memory}（{activation_basis(job.attention)}）"
         + (f"；模型下最快且放得下的微批次大小：<b>{best['micro_batch_size']}</b>" if best
            else f"；没有放得下的微批次大小。{html.escape(result['suggestion'] or '')}")
         + "</div>")
@@ -104,25 +105,45 @@ class TradeoffExplorer(Explorer):
         if not isinstance(job, Job):
             raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
         self.curve, self.job = curve, job
+        self.make = JobMaker(self._build)
 
     def initial_values(self) -> dict:
         return {n: getattr(self.job, n) for n in ("global_batch", "micro_batch_size", "pipeline_stages",
                                                    "data_parallel", "schedule")}
 
+    def _build(self, values: dict) -> Job:
+        """The job these values describe (the job's checks refuse an invalid one: ValueError); ``make``
+        is this, remembered (:class:`~batchlab.page.valid.JobMaker`)."""
+        return replace(self.job, **{n: values[n] for n in self.initial_values()})
+
     def controls(self, values: dict) -> list[Control]:
+        """The controls; micro-batch size, stages and data parallelism offer only the values that make a
+        valid job with the other values (:mod:`batchlab.page.valid`), recomputed after every change."""
+        layers = self.job.model.n_layer
+
+        def counts(name: str, label: str) -> Control:
+            return count_control(self.make, values, name, label, layers, wide=False)
+
         return [
             Control("global_batch", "全局批大小", "int", 1, LIMITS["global_batch"][1]),
-            Control("micro_batch_size", "微批次大小", "int", 1, LIMITS["micro_batch_size"][1]),
-            Control("pipeline_stages", "流水线阶段数 (PP)", "int", 1, self.job.model.n_layer),
-            Control("data_parallel", "数据并行度 (DP)", "int", 1, LIMITS["data_parallel"][1]),
+            counts("micro_batch_size", "微批次大小"),
+            counts("pipeline_stages", "流水线阶段数 (PP)"),
+            counts("data_parallel", "数据并行度 (DP)"),
             Control("schedule", "流水线调度", "buttons", options=tuple((label, key) for key, label in SCHEDULES.items())),
         ]
 
+    def follow(self, values: dict, changed: str) -> dict:
+        """A change that leaves no valid job moves the fewest other counts to their nearest valid values."""
+        return settle(self.make, values, changed, self.job.model.n_layer)
+
+    def follow_reason(self, before: dict, after: dict, changed: str) -> str:
+        return "（让配置仍然有效）"
+
     def compute(self, values: dict) -> Panel:
         try:
-            job = replace(self.job, **self.check_values(values))
+            job = self.make(self.check_values(values))
         except ValueError as err:
-            return Panel(render_error_html(str(err)), error=str(err))
+            return self.refused(values, err)
         tuned = tune(job, self.curve)
         step = model_step(job, self.curve)
         return Panel(render_tradeoff_html(job, step, tuned, self.curve),

@@ -2,7 +2,8 @@
 Pyodide, with JSON text in and JSON text out, so the page holds no formula and no second copy of one.
 
 ``start(name, context)`` answers the controls and the first panel; ``update(name, context, values,
-changed)`` the panel after the control ``changed`` moved (with the values that control moved in turn).
+changed)`` the panel after the control ``changed`` moved (with the values that control moved in turn, named
+in a note above the summary: :meth:`Explorer.moved`).
 Whatever the page sends is checked by the explorer's own rules (:meth:`Explorer.check_values`); a refused
 value answers the rule's wording, never a traceback.
 """
@@ -70,9 +71,26 @@ def _object(name: str, text: str) -> dict:
     return value
 
 
+_MADE: dict[tuple[str, str], Explorer] = {}
+"""The explorers made from the contexts the page sent, by (name, context text): a page sends the same context
+with every change, and an explorer remembers the jobs it has made (the memory explorer's options try dozens)."""
+
+
 def _explorer(name: str, context_json: str) -> Explorer:
     if not isinstance(name, str) or name not in EXPLORERS:
         raise ValueError(f"explorer = {name!r}：可选 {', '.join(EXPLORERS)}")
+    key = (name, context_json) if isinstance(context_json, str) else None
+    if key in _MADE:
+        return _MADE[key]
+    explorer = _make(name, context_json)
+    if key is not None:
+        if len(_MADE) >= 8:  # a page holds a few explorers
+            _MADE.clear()
+        _MADE[key] = explorer
+    return explorer
+
+
+def _make(name: str, context_json: str) -> Explorer:
     context = _object("context", context_json)
     try:
         return EXPLORERS[name].from_context(context)
@@ -99,9 +117,11 @@ def update(name: str, context_json: str, values_json: str, changed: str) -> str:
     try:
         explorer = _explorer(name, context_json)
         values = _object("values", values_json)
-        values = explorer.follow(values, changed)
+        values, note = explorer.moved(values, changed)
     except ValueError as err:  # the checks' one Chinese line
         return _refused(explorer, values, str(err))
     except (KeyError, TypeError) as err:  # an explorer's follow() that did not check: still one line, no traceback
         return _refused(explorer, values, f"values：{changed!r} 改变后这组值无法计算（{type(err).__name__}: {err}）")
-    return json.dumps(answer(explorer, values, explorer.compute(values)), ensure_ascii=False)
+    panel = explorer.compute(values)
+    panel.summary_html = note + panel.summary_html  # what else moved, above the summary, as the notebook shows it
+    return json.dumps(answer(explorer, values, panel), ensure_ascii=False)

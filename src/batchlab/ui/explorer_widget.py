@@ -38,7 +38,8 @@ class ExplorerWidget(widgets.VBox):
     the explorer draws, its figure.
 
     A moved control gives the declaration's ``follow`` its say (a new model resets the controls that depend
-    on it; they change without recomputing once each), then ``compute`` answers the panel: its summary is
+    on it; they change without recomputing once each, and a note above the summary names each, old → new:
+    ``Explorer.moved``), then ``compute`` answers the panel: its summary is
     shown (a refused value shows its rule's one line, ``.error`` holds it, ``.result`` is None and the last
     figure stays), and its ``result`` is drawn by the declaration's drawing function on one matplotlib
     Figure, not registered with pyplot and kept from change to change; its PNG is ``.png``, shown in
@@ -71,6 +72,7 @@ class ExplorerWidget(widgets.VBox):
             FigureCanvasAgg(self.figure)
             self.output = widgets.Output()
         self._quiet = False
+        self._note = ""
         for name, widget in self.controls.items():
             widget.observe(partial(self._moved, name), names="value")
         rows = [self.controls[row[0]] if len(row) == 1 else widgets.HBox([self.controls[n] for n in row])
@@ -85,12 +87,11 @@ class ExplorerWidget(widgets.VBox):
     def _moved(self, name: str, _change: object = None) -> None:
         if self._quiet:
             return
-        values = self.explorer.follow(self.values(), name)
+        values, self._note = self.explorer.moved(self.values(), name)
         self._quiet = True  # one recomputation for the whole change, not one per control it touched
         try:
-            for control in self.explorer.controls(values):
-                if control.name != name:
-                    set_options(self.controls[control.name], control, values[control.name])
+            for control in self.explorer.controls(values):  # the moved one too: its options follow the others
+                set_options(self.controls[control.name], control, values[control.name])
         except ValueError:  # options that depend on a refused value: compute() says which, in one line
             pass
         finally:
@@ -99,7 +100,7 @@ class ExplorerWidget(widgets.VBox):
 
     def _update(self) -> None:
         panel: Panel = self.explorer.compute(self.values())
-        self.summary.value = panel.summary_html
+        self.summary.value = self._note + panel.summary_html  # what else the change moved, then the summary
         self.error = panel.error
         if panel.error is not None:
             self.result = None
