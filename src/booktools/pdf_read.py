@@ -428,25 +428,26 @@ def title_page_problems(pages: list[Page], title: str, author: str) -> list[str]
 
 def contents_listing(pages: list[Page], heading: str = "目录") -> list[tuple[str, int]]:
     """The (title, page number) lines of the printed contents: the pages from the one whose first line
-    is `heading` up to the first page without such lines. A title that wraps is joined to the line
-    with its number."""
+    is `heading` on, while most of a page's lines end in a page number (the first chapter's page does
+    not). A title that wraps is joined to the line with its number."""
     start = next((p for p in pages if p.lines() and _plain(p.lines()[0]) == heading), None)
     if start is None:
         return []
-    entries, pending = [], ""
+    entries = []
     for p in pages[start.number - 1:]:
         lines = p.lines(0, p.height - 36)   # the body and not the footer line with the page number
         lines = lines[1:] if p is start else lines
-        found = False
+        found, pending = [], ""
         for line in lines:
             m = re.fullmatch(r"(.*\S)\s+(\d+)", line.strip())
             if m:
-                entries.append(((pending + m.group(1)).strip(), int(m.group(2))))
-                pending, found = "", True
+                found.append(((pending + m.group(1)).strip(), int(m.group(2))))
+                pending = ""
             else:
                 pending += line
-        if not found:
+        if not found or len(found) < 0.8 * len(lines):
             break
+        entries += found
     return entries
 
 
