@@ -16,7 +16,7 @@ numbers restarting at 1 in each of the 11 printed pages, 11 bookmarks and none b
 ≥ 35 % empty of which 7 not a chapter's last (75 % in the API reference, 66 % the preface's first page,
 59 % the glossary's first page, its table pushed whole to the next, 46 % before 4.6's cheat sheet) and
 empty frames on 24 pages (a code cell's frame at the foot of a page with its code on the next, an
-admonition's shadow). After: 221 pages, 12 bookmarks with 82 sections below them, no such page, no
+admonition's shadow). After: 222 pages, 12 bookmarks with 82 sections below them, no such page, no
 empty frame. `test_pdf_checks_catch_each_fault` shows each check failing on a PDF made
 wrong on purpose.
 """
