@@ -93,10 +93,10 @@ def launch(chromium: str | None = None, env: dict[str, str] | None = None,
             browser.close()
 
 
-def offline_context(browser, blocked: list[str] | None = None, viewport: dict | None = None):
-    """A fresh browser context (`viewport`, default VIEWPORT) whose every non-local request is aborted
-    (and appended to `blocked`)."""
-    context = browser.new_context(viewport=viewport or VIEWPORT)
+def offline_context(browser, blocked: list[str] | None = None, viewport: dict | None = None, **options):
+    """A fresh browser context (`viewport`, default VIEWPORT; `options` such as has_touch=True for a phone go
+    to Playwright's new_context) whose every non-local request is aborted (and appended to `blocked`)."""
+    context = browser.new_context(viewport=viewport or VIEWPORT, **options)
 
     def route(r) -> None:
         url = r.request.url
@@ -197,16 +197,27 @@ def cjk_glyphs(browser, page: str | Path, chars: str, family: str | None = None)
 def search_results(browser, search_page: str | Path, term: str, timeout_ms: int = 20_000) -> list[str]:
     """Run the book's own search page (`search.html?q=term`, Sphinx's searchtools.js over file://,
     network blocked) and return the result links' hrefs, resolved to absolute file:// URLs."""
+    return search_many(browser, search_page, [term], timeout_ms)[term]
+
+
+def search_many(browser, search_page: str | Path, terms: list[str],
+                timeout_ms: int = 20_000) -> dict[str, list[str]]:
+    """`search_results` for each of `terms`, in one tab (the search page loaded afresh for each term, as a
+    reader's query loads it): {term: result hrefs}."""
     from urllib.parse import quote
 
     context = offline_context(browser)
+    found = {}
     try:
         tab = context.new_page()
-        tab.goto(Path(search_page).resolve().as_uri() + "?q=" + quote(term), wait_until="load")
-        # searchtools.js writes a summary paragraph once the query has run
-        tab.wait_for_selector("#search-results p.search-summary, #search-results .search-summary",
-                              timeout=timeout_ms)
-        tab.wait_for_function(script("search_done"), timeout=timeout_ms)
-        return tab.eval_on_selector_all("#search-results ul.search li > a", "as => as.map(a => a.href)")
+        for term in terms:
+            tab.goto(Path(search_page).resolve().as_uri() + "?q=" + quote(term), wait_until="load")
+            # searchtools.js writes a summary paragraph once the query has run
+            tab.wait_for_selector("#search-results p.search-summary, #search-results .search-summary",
+                                  timeout=timeout_ms)
+            tab.wait_for_function(script("search_done"), timeout=timeout_ms)
+            found[term] = tab.eval_on_selector_all("#search-results ul.search li > a",
+                                                   "as => as.map(a => a.href)")
     finally:
         context.close()
+    return found

@@ -35,13 +35,8 @@ from booktools.toc import WIDGET_STATE, WIDGET_VIEW
 # Console/page errors that are understood and do not change what a reader sees.  Each entry is
 # (regex, why).  Anything else is a failure.  Remove an entry when its cause is fixed.
 KNOWN_NOISE: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"^Identifier 'THEBE_JS_URL' has already been declared$"),
-     "Jupyter Book 1 writes sphinx-thebe's inline config <script> twice into every page; the second, "
-     "identical `const` declaration throws. Thebe (live code) is not enabled in this book."),
-    (re.compile(r"^Got invalid theme mode: \. Resetting to auto\.$"),
-     "pydata-sphinx-theme on a first visit (empty localStorage, no default mode in the page): it logs "
-     "this and uses the auto theme, the default anyway. sphinx-book-theme rejects the `default_mode` "
-     "option that would set one (tried: 'unsupported theme option', and -W fails the build)."),
+    # none left: sphinx-thebe's `const THEBE_JS_URL` written twice and pydata's "Got invalid theme mode" are
+    # fixed where they came from (booktools.sphinxext: one_script_each, theme_options; issue 29)
 ]
 # The widget manager's bundled CSS declares Font Awesome 5 faces relative to where require.js
 # believes embed-amd.js lives (<page dir>/@jupyter-widgets/html-manager/dist/); they are not

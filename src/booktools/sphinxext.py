@@ -14,7 +14,15 @@
   book/_static/page.css keeps `bl-nowrap` columns on one line and gives `bl-prose` columns a minimum
   width; the table then scrolls inside its own box instead of stacking a term one character per line.
 
-`booktools.layout` measures both in the built pages (tests/test_page_layout.py).
+* **The theme as a reader meets it** (sphinx-book-theme 1.3 on pydata-sphinx-theme 0.17). `THEME_OPTIONS`
+  empties pydata's top bar: it held a second search box at desk width, and its hidden ☰ and page-contents
+  buttons came first in the page, so both themes' scripts (`document.querySelector(".primary-toggle")`)
+  bound to them and the visible buttons opened nothing. `one_script_each` drops the second copy of each
+  inline script Sphinx 7.4 writes twice (sphinx-thebe's `const THEBE_JS_URL` threw on every page).
+  book/_templates/ holds the toggles with Chinese labels and the page head without fontawesome.js.
+
+`booktools.layout` measures the first two in the built pages (tests/test_page_layout.py); tests/test_page_nav.py
+checks the theme in Chromium.
 """
 from __future__ import annotations
 
@@ -116,8 +124,45 @@ class TableColumns(Transform):
                         c["classes"].append(cls)
 
 
+# --- the theme -------------------------------------------------------------------------------------
+THEME_OPTIONS = {
+    # pydata-sphinx-theme 0.17 fills its top bar with a search box unless told otherwise (navbar_persistent);
+    # sphinx-book-theme 1.3 keeps its own bar and a search box in the book's contents. Empty, the top bar is
+    # not drawn, nor its hidden ☰ and page-contents buttons that the themes' scripts bound to.
+    "navbar_persistent": [],
+    "search_bar_text": "搜索本书……",
+    "toc_title": "本页内容",          # the page-contents column's heading ("目录" names the book's contents)
+}
+
+
+def theme_options(app, config) -> None:
+    """Set THEME_OPTIONS beside Jupyter Book's own theme options (a `html_theme_options` key in
+    _config.yml would replace them all), and the colour mode pages start in."""
+    config.html_theme_options.update(THEME_OPTIONS)
+    # the theme's script checks the mode the page names: without one it logs "Got invalid theme mode"
+    config.html_context.setdefault("default_mode", "auto")
+
+
+def one_script_each(app, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Write each inline script once. Sphinx 7.4 registers an extension's inline script twice when the
+    extension adds it after the builder started (sphinx-thebe, sphinx-togglebutton): once named None, once
+    "", which its own check takes for two; the second `const THEBE_JS_URL` threw on every page."""
+    files = context.get("script_files")
+    if not isinstance(files, list):
+        return
+    seen, unique = set(), []
+    for js in files:
+        key = (js.filename or "", js.priority, tuple(sorted(js.attributes.items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(js)
+    files[:] = unique  # in place: the builder resets this list from its own copy for every page
+
+
 def setup(app):
     app.add_transform(CJKSpaces)
     app.add_transform(TableColumns)
+    app.connect("config-inited", theme_options)
+    app.connect("html-page-context", one_script_each, priority=900)
     # env_version: bump it when a transform changes, so an incremental build re-reads every page
     return {"version": "1", "env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
