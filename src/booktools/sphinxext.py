@@ -14,6 +14,11 @@
   book/_static/page.css keeps `bl-nowrap` columns on one line and gives `bl-prose` columns a minimum
   width; the table then scrolls inside its own box instead of stacking a term one character per line.
 
+* **Every search term finds the pages that use it.** `index_search_terms` looks each word of
+  book/_search_terms.txt (`booktools.search_terms`: the glossary's terms and the chapter titles' phrases)
+  up in a page's text and lists the ones it finds as the page's keywords (`<meta name="keywords">`), which
+  Sphinx's search index takes as they are: jieba cuts text node by node and may cut a term apart
+  (学习率 in 的学习率会, 梯度累积 inside 原文的梯度累积步数), the search page looks up whole words only.
 * **The theme as a reader meets it** (sphinx-book-theme 1.3 on pydata-sphinx-theme 0.17). `THEME_OPTIONS`
   empties pydata's top bar: it held a second search box at desk width, and its hidden ☰ and page-contents
   buttons came first in the page, so both themes' scripts (`document.querySelector(".primary-toggle")`)
@@ -22,10 +27,11 @@
   book/_templates/ holds the toggles with Chinese labels and the page head without fontawesome.js.
 
 `booktools.layout` measures the first two in the built pages (tests/test_page_layout.py); tests/test_page_nav.py
-checks the theme in Chromium.
+and tests/test_page_search.py check the rest in Chromium.
 """
 from __future__ import annotations
 
+import html
 import re
 
 from docutils import nodes
@@ -124,6 +130,38 @@ class TableColumns(Transform):
                         c["classes"].append(cls)
 
 
+# --- search ---------------------------------------------------------------------------------------
+RAW_SKIP = re.compile(r"<(style|script)\b.*?</\1>", re.IGNORECASE | re.DOTALL)
+RAW_BLOCK = re.compile(r"</?(?:p|div|br|li|ul|ol|tr|td|th|table|h[1-6]|pre|section)\b[^>]*>", re.IGNORECASE)
+RAW_TAG = re.compile(r"<[^<]+?>")
+
+
+def page_text(node: nodes.Node) -> str:
+    """What a reader reads of `node`: inline pieces joined as one line ("显存**占用**" → 显存占用), blocks
+    apart, raw HTML without its tags, scripts and styles (as Sphinx's indexer reads it), comments left out."""
+    if isinstance(node, nodes.comment):
+        return ""
+    if isinstance(node, nodes.raw):
+        if "html" not in node.get("format", "").split():
+            return ""
+        return html.unescape(RAW_TAG.sub("", RAW_BLOCK.sub("\n", RAW_SKIP.sub("", node.astext()))))
+    if isinstance(node, nodes.Text):
+        return node.astext()
+    return ("" if isinstance(node, nodes.TextElement) else "\n").join(page_text(c) for c in node.children)
+
+
+def index_search_terms(app, doctree: nodes.document, docname: str) -> None:
+    """List the search words the page uses as its keywords, which Sphinx indexes as they are."""
+    from booktools.search_terms import read_words
+
+    if app.builder.format != "html" or not app.builder.search:
+        return
+    text = page_text(doctree)
+    used = [w for w in read_words() if w in text]
+    if used:
+        doctree.append(nodes.meta(name="keywords", content=", ".join(used)))
+
+
 # --- the theme -------------------------------------------------------------------------------------
 THEME_OPTIONS = {
     # pydata-sphinx-theme 0.17 fills its top bar with a search box unless told otherwise (navbar_persistent);
@@ -163,6 +201,7 @@ def setup(app):
     app.add_transform(CJKSpaces)
     app.add_transform(TableColumns)
     app.connect("config-inited", theme_options)
+    app.connect("doctree-resolved", index_search_terms)
     app.connect("html-page-context", one_script_each, priority=900)
     # env_version: bump it when a transform changes, so an incremental build re-reads every page
     return {"version": "1", "env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
