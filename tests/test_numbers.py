@@ -82,6 +82,7 @@ def test_one_format_per_quantity():
     from batchlab.page.numbers import dropout, learning_rate, seconds, throughput
     assert learning_rate(3e-3) == "3.0×10⁻³" and learning_rate(3e-3 * 8 ** 0.5) == "8.5×10⁻³"
     assert learning_rate(0.024) == "2.4×10⁻²" and learning_rate(0.1) == "1.0×10⁻¹"
+    assert learning_rate(30.0) == "30" and learning_rate(30 * 2 ** 0.5) == "42.4" and learning_rate(339.4) == "339"
     assert throughput(3200) == "3,200 tokens/s" and throughput(160_935.2) == "161,000 tokens/s"
     assert throughput(20000, unit=False) == "20,000" and isinstance(throughput(1.0), Formatted)
     assert dropout(0.1) == "0.1" and dropout(0.0) == "0"

@@ -65,3 +65,28 @@ def test_table_columns_marked_by_what_they_hold():
     doc += nodes.table("", tgroup)
     TableColumns(doc).apply()
     assert [[e["classes"] for e in r.children] for r in tbody.children] == [[["bl-nowrap"], ["bl-prose"]]] * 2
+
+
+def test_formula_and_its_closing_punctuation_stay_on_one_line():
+    # booktools.cjk_glue: “$B$），” must not leave “），” to start the next rendered line
+    from booktools.cjk_glue import glue
+    p = _para(nodes.Text("批大小 "), nodes.math("", "B"), nodes.Text("），其余 "), nodes.math("", "m"),
+              nodes.Text(" 个"), nodes.math("", "x"), nodes.Text("。"))
+    assert glue(p) == 2
+    boxes = [n for n in p.children if isinstance(n, nodes.inline)]
+    assert [b.astext() for b in boxes] == ["B），", "x。"] and all(b["classes"] == ["bl-glue"] for b in boxes)
+    assert p.astext() == "批大小 B），其余 m 个x。"
+    assert glue(_para(nodes.math("", "y"), nodes.Text(" 与"))) == 0
+
+
+def test_no_formula_before_unglued_punctuation_on_a_page(built):
+    # Every inline formula followed by closing punctuation sits in a .bl-glue box on the built pages.
+    import re
+    from booktools.cjk_glue import CLOSING
+    loose = re.compile(r'<span class="math notranslate nohighlight">[^<]*</span>[' + CLOSING + "]")
+    found = []
+    for page in built.pages():
+        html = page.read_text(encoding="utf-8")
+        found += [f"{page.name}: {m.group(0)[-40:]}" for m in loose.finditer(html)
+                  if not html[:m.start()].rstrip().endswith('<span class="bl-glue">')]
+    assert found == []

@@ -84,8 +84,10 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "page.batch": ("BatchExplorer",),
     "page.memory": ("MemoryExplorer",),
     "page.noise": ("NoiseExplorer",),
-    "page.numbers": ("count", "decimal", "estimate", "float_gap", "labelled", "listed", "percent",
-                     "ratio", "scientific", "size", "span", "tally"),
+    "page.numbers": ("count", "decimal", "dropout", "estimate", "float_gap", "labelled", "learning_rate",
+                     "listed", "percent", "ratio", "scientific", "seconds", "size", "span", "tally",
+                     "throughput"),
+    "page.symbols": ("typeset",),
     "page.tradeoff": ("TradeoffExplorer",),
     # 图、控件、表格与练习
     "ui.claims": ("claim_card", "claim_cards"),

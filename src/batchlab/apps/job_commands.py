@@ -20,6 +20,7 @@ from batchlab.formulas.roofline import DEVICE_PRESETS, roofline_curve
 from batchlab.formulas.throughput import mfu, model_flops_per_token
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
+from batchlab.page.numbers import throughput
 
 __all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "JOB_FLAGS", "MODEL_LIMITS", "job_arguments", "job_from_args",
            "device_figures",
@@ -196,7 +197,7 @@ def plan_text(report: dict) -> str:
                  + ("Narayanan et al. 2021, Eq. 3: full recompute" if report["recompute"] == "full" else
                     "from Narayanan et al. 2021's counts without recomputation: 3 passes, not Eq. 3's 4") + ")")
     if report["mfu"] is not None:
-        lines.append(f"mfu              {report['mfu']:.1%}  = {report['tokens_per_second']:g} tokens/s × FLOPs/token "
+        lines.append(f"mfu              {report['mfu']:.1%}  = {throughput(report['tokens_per_second'])} × FLOPs/token "
                      f"/ ({report['devices']} × {report['peak_flops'] / 1e12:g} TFLOPS)")
     return "\n".join(lines)
 
@@ -254,7 +255,7 @@ def tune_text(report: dict) -> str:
         mark = "  ← recommended" if best is not None and row["micro_batch_size"] == best["micro_batch_size"] else ""
         lines.append(f"{row['micro_batch_size']:>6} {row['num_microbatches']:>4} {row['bubble_fraction']:>7.1%} "
                      f"{row['peak_memory_fraction']:>7.1%} {'yes' if row['fits'] else 'no':>5} "
-                     f"{row['matmul_efficiency']:>10.1%} {row['tokens_per_second']:>12,.0f}{mark}")
+                     f"{row['matmul_efficiency']:>10.1%} {throughput(row['tokens_per_second'], False):>12}{mark}")
     lines.append("")
     if best is not None:
         lines.append(f"recommended      micro-batch {best['micro_batch_size']} ({best['num_microbatches']} micro-batches): "

@@ -39,7 +39,7 @@ and the head's inputs (2·e·sbh) and the log-softmax of the logits in fp32 (4·
 
 The model leaves out what is small against these terms: LayerNorm statistics (2 fp32 per token per
 LayerNorm), a causal mask of s² bytes, scalar losses. On the book's tiny model they make the measured
-bytes about 1 % larger than the model (chapter 4.3 measures it).
+bytes about 1% larger than the model (chapter 4.3 measures it).
 """
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def audit_case(before: CaseConfig, after: CaseConfig, curves: dict[str, RateCurv
     for case, m_reported, bubble_reported in ((before, 16, 0.158), (after, 8, 0.273)):
         plan = case.plan()
         rows.append(AuditRow(f"{case.name}：微批次数与气泡", f"m = {m_reported}，{bubble_reported:.1%}",
-                             f"m = {plan.num_microbatches}，{plan.bubble_fraction:.2%}（读法：{plan.grad_accum_reading}）",
+                             f"m = {plan.num_microbatches}，{plan.bubble_fraction:.1%}（读法：{plan.grad_accum_reading}）",
                              "m 相同，气泡四舍五入到 0.1% 后相同",
                              plan.num_microbatches == m_reported and round(plan.bubble_fraction, 3) == bubble_reported))
     grid_before, grid_after = memory_grid(before.job), memory_grid(after.job)
@@ -102,7 +102,7 @@ def audit_case(before: CaseConfig, after: CaseConfig, curves: dict[str, RateCurv
             except ValueError:  # over 100 % at the high peak: that reading is impossible, not a match
                 continue
         rows.append(AuditRow(f"{case.name}：NPU 利用率 {reported:.0%} 是模型算力利用率（MFU）", f"{reported:.0%}",
-                             "；".join(f"按{name}的 {tokens:.0f} tokens/s：MFU {low:.1%}–{high:.1%}"
+                             "；".join(f"按{name}的 {tokens:,.0f} tokens/s：MFU {low:.1%}–{high:.1%}"
                                       for name, (low, high) in ranges.items()),
                              "报告值落在任一读法推出的 MFU 范围内（±50%）",
                              any(low / 1.5 <= reported <= high * 1.5 for low, high in ranges.values())))

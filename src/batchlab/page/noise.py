@@ -15,7 +15,8 @@ from typing import NamedTuple, Protocol, Sequence
 from batchlab.formulas.checks import one_of
 from batchlab.formulas.scaling import LR_RULES, scale_lr
 from batchlab.page.colours import PALETTE
-from batchlab.page.numbers import scientific
+from batchlab.page.numbers import learning_rate, scientific
+from batchlab.page.symbols import html as symbol_html
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
 
 __all__ = ["render_noise_summary_html", "noise_chart", "NoiseView", "NoiseExplorer", "CloudLike", "ErrorStatsLike",
@@ -63,7 +64,7 @@ class ErrorStatsLike(Protocol):
 MIN_LR, MAX_LR = 1e-5, 1.0
 LR_CHOICES = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
 """The base learning rates the slider stops at, 1 and 3 per decade from :data:`MIN_LR` to :data:`MAX_LR`.
-A slider of fixed values, each labelled by :func:`~batchlab.page.numbers.scientific` as the summary writes
+A slider of fixed values, each labelled by :func:`~batchlab.page.numbers.learning_rate` as the summary writes
 it: a log slider snapped the chapter's 3e-3 to its nearest step, 10^-2.5, and the notebook's frozen view
 and the PDF showed 3.2e-3 while the code set 3e-3."""
 
@@ -72,9 +73,9 @@ def lr_choices(base_lr: float) -> tuple[tuple[str, float], ...]:
     """The base-rate slider's stops as (label, value): :data:`LR_CHOICES`, with ``base_lr`` among them
     (inserted in order when it is not one of them), so the slider starts at exactly the value given."""
     if not (isinstance(base_lr, (int, float)) and MIN_LR <= base_lr <= MAX_LR):
-        raise ValueError(f"base_lr = {base_lr!r}：必须在 {scientific(MIN_LR)} 到 {scientific(MAX_LR)} 之间")
+        raise ValueError(f"base_lr = {base_lr!r}：必须在 {learning_rate(MIN_LR)} 到 {learning_rate(MAX_LR)} 之间")
     values = sorted({*LR_CHOICES, float(base_lr)})
-    return tuple((scientific(v), v) for v in values)
+    return tuple((learning_rate(v), v) for v in values)
 
 
 def _plain(values) -> list:
@@ -86,10 +87,11 @@ def render_noise_summary_html(batch_size: int, rel_error: float, rel_error_theor
                               rule: str, lr: float, base_batch: int, base_lr: float) -> str:
     """The explorer's one-line summary; every number is passed in, none is computed here."""
     return (
-        f"<div>B = <b>{batch_size}</b>：噪声（相对误差 ‖G_B - G‖/‖G‖）= <b>{rel_error:.3f}</b>"
-        f"（理论 {rel_error_theory:.3f}），与 G 的平均余弦 = <b>{cosine:.3f}</b>；"
-        f"{LR_RULES.get(rule, html.escape(rule))}（基准 B = {base_batch}，基准学习率 {scientific(base_lr)}）"
-        f"给出学习率 <b>{scientific(lr)}</b></div>"
+        f"<div>B = <b>{batch_size}</b>：噪声（相对误差 ‖{symbol_html('G_B')} − <i>G</i>‖/‖<i>G</i>‖）"
+        f"= <b>{rel_error:.3f}</b>"
+        f"（理论 {rel_error_theory:.3f}），与 <i>G</i> 的平均余弦 = <b>{cosine:.3f}</b>；"
+        f"{LR_RULES.get(rule, html.escape(rule))}（基准 B = {base_batch}，基准学习率 {learning_rate(base_lr)}）"
+        f"给出学习率 <b>{learning_rate(lr)}</b></div>"
     )
 
 
@@ -132,9 +134,9 @@ def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
         "yAxis": [{"gridIndex": 0, "type": "value", "name": "横向（e2）", "nameLocation": "middle", "nameGap": 12,
                    "min": r(mid[1] - half),
                    "max": r(mid[1] + half), "axisLabel": {"show": False}},
-                  {"gridIndex": 1, "type": "log", "name": "E‖G_B - G‖²", "nameLocation": "middle", "nameGap": 40}],
+                  {"gridIndex": 1, "type": "log", "name": "均方误差", "nameLocation": "middle", "nameGap": 40}],
         "series": [
-            {"type": "scatter", "name": "小批量估计 G_B", "xAxisIndex": 0, "yAxisIndex": 0, "symbolSize": 5,
+            {"type": "scatter", "name": "小批量梯度估计", "xAxisIndex": 0, "yAxisIndex": 0, "symbolSize": 5,
              "itemStyle": {"color": PALETTE[0], "opacity": 0.45},
              "data": [[r(x), r(y)] for x, y in cloud["points"][i]]},
             {"type": "scatter", "name": "全量梯度 G", "xAxisIndex": 0, "yAxisIndex": 0, "symbol": "diamond",
@@ -142,7 +144,7 @@ def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
             {"type": "line", "name": "理论 tr(Σ)/B · (N-B)/(N-1)", "xAxisIndex": 1, "yAxisIndex": 1, "showSymbol": False,
              "color": "#000000", "lineStyle": {"type": "dashed"},
              "data": [[sizes[k], r(stats["sq_error_theory"][k])] for k in keep]},
-            {"type": "scatter", "name": "实测 E‖G_B - G‖²", "xAxisIndex": 1, "yAxisIndex": 1, "color": PALETTE[0],
+            {"type": "scatter", "name": "实测均方误差", "xAxisIndex": 1, "yAxisIndex": 1, "color": PALETTE[0],
              "data": [[sizes[k], r(stats["sq_error"][k])] for k in keep]},
             {"type": "scatter", "name": "当前 B", "xAxisIndex": 1, "yAxisIndex": 1, "symbolSize": 16, "z": 4,
              "itemStyle": {"color": "rgba(0,0,0,0)", "borderColor": PALETTE[3], "borderWidth": 2},

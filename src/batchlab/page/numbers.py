@@ -83,7 +83,10 @@ def float_gap(x: float, figures: int = 2) -> Formatted:
 
 
 def learning_rate(lr: float) -> Formatted:
-    """A learning rate, always as m.m×10ⁿ: 3e-3 → 3.0×10⁻³, 3e-3×√8 → 8.5×10⁻³, 0.1 → 1.0×10⁻¹."""
+    """A learning rate: below 1 as m.m×10⁻ⁿ (3e-3 → 3.0×10⁻³, 3e-3×√8 → 8.5×10⁻³, 0.1 → 1.0×10⁻¹); from 1 up
+    (4.6's SGD rates) to three significant figures without trailing zeros (30, 42.4, 339)."""
+    if abs(lr) >= 1:
+        return Formatted(f"{lr:.3g}")
     return scientific(lr, 2)
 
 

@@ -1,6 +1,7 @@
 """What an exercise is: a question, its answer computed by batchlab at check time, and a hint."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -25,10 +26,19 @@ class Exercise:
     choices: Mapping[str, str] | None = None
 
     def text(self) -> str:
-        """The question as students read it, with its choices one per line."""
+        """The question as a terminal shows it (symbols without their Markdown ``$…$``), choices one per line."""
+        question = _plain(self.question)
         if not self.choices:
-            return self.question
-        return "\n".join([self.question, *(f"  {letter}. {text}" for letter, text in self.choices.items())])
+            return question
+        return "\n".join([question, *(f"  {letter}. {_plain(text)}" for letter, text in self.choices.items())])
+
+
+def _plain(markdown: str) -> str:
+    # The page typesets $B_\text{noise}$ (batchlab.page.symbols.tex); a terminal shows B_noise.
+    def plain(math: str) -> str:
+        return re.sub(r"\\text\{([^}]*)\}", r"\1", math).replace("\\times ", "×").replace("\\times", "×")
+
+    return re.sub(r"\$([^$]*)\$", lambda m: plain(m.group(1)), markdown)
 
 
 def nearest_choice(value: float, options: Mapping[str, float]) -> str:

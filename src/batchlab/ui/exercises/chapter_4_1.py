@@ -24,7 +24,7 @@ EXERCISES: dict[str, Exercise] = {
         "原文公式 Global = Micro × PP × DP × 累积步数，解出累积步数 = m / PP。",
     ),
     "4.1-3": Exercise(
-        "8 级流水线、8 个微批次时，气泡占比 (p-1)/(m+p-1) 是多少？（填小数，保留两位，或直接写成分数）",
+        "8 级流水线、8 个微批次时，气泡占比 $(p-1)/(m+p-1)$ 是多少？（填小数，保留两位，或直接写成分数）",
         lambda: bubble_fraction(8, 8),
         "p = 8，m = 8：分子 p-1，分母 m+p-1。",
         decimals=2,

@@ -45,8 +45,8 @@ EXERCISES: dict[str, Exercise] = {
         "1F1B 的阶段 i（从 0 数起）最多持有 min(p − i, m) 个微批次。",
     ),
     "4.3-4": Exercise(
-        "GPT-2 1.5B 的一层（h = 1600，a = 25），s = 1024，微批次大小 2，16 位、有 dropout、不重计算、"
-        "显式注意力（保存 s×s 分数），按 Korthikanti et al. 2022 需要保存多少 GiB 激活值？（保留两位小数）",
+        "GPT-2 1.5B 的一层（$h = 1600$，$a = 25$），$s = 1024$，微批次大小 2，16 位、有 dropout、不重计算、"
+        "显式注意力（保存 $s\\times s$ 分数），按 Korthikanti et al. 2022 需要保存多少 GiB 激活值？（保留两位小数）",
         lambda: layer_activation_bytes(Job(get_config("gpt2-xl"), seq_len=1024, global_batch=2, micro_batch_size=2,
                                            precision="bf16-mixed", dropout=0.1)) / GIB,
         "s·b·h·(34 + 5·a·s/h) 字节。",

@@ -9,7 +9,7 @@ from batchlab.formulas.roofline import DEVICE_PRESETS
 from batchlab.formulas.throughput import mfu, model_flops_per_token
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY, CaseConfig
-from batchlab.page.numbers import flops_rate
+from batchlab.page.numbers import flops_rate, throughput
 from batchlab.ui.exercises.base import Exercise, nearest_choice
 
 __all__ = ["EXERCISES", "LAB_CASE"]
@@ -25,7 +25,7 @@ _PEAK = DEVICE_PRESETS["ascend-910b"].peak_flops[0]
 
 
 def _case_mfu(per_card: bool) -> float:
-    """The MFU of the lecture's 3200 tokens/s at ``_PEAK``, read as the whole cluster's or as each card's."""
+    """The MFU of the lecture's reported tokens/s at ``_PEAK``, read as the whole cluster's or as each card's."""
     tokens = CASE_STUDY.reported["tokens_per_second"] * (CASE_STUDY.job.devices if per_card else 1)
     return mfu(tokens, CASE_STUDY.job, _PEAK)
 
@@ -62,7 +62,7 @@ EXERCISES: dict[str, Exercise] = {
         decimals=1,
     ),
     "4.5-3": Exercise(
-        f"这个作业在 16 张卡上跑出 20000 tokens/s。若每张卡峰值 {flops_rate(_PEAK)}，模型算力利用率（MFU）是百分之几？"
+        f"这个作业在 16 张卡上跑出 {throughput(20_000)}。若每张卡峰值 {flops_rate(_PEAK)}，模型算力利用率（MFU）是百分之几？"
         "（填百分数的数值，保留一位小数）",
         _lab_mfu_percent,
         "MFU = tokens/s × 每 token FLOPs / (卡数 × 每卡峰值)。",
@@ -76,13 +76,13 @@ EXERCISES: dict[str, Exercise] = {
         "--pipeline-stages 4 --data-parallel 4",
     ),
     "4.5-5": Exercise(
-        f"原文案例报告 {CASE_STUDY.reported['tokens_per_second']:.0f} tokens/s 时“NPU 利用率 "
-        f"{CASE_STUDY.reported['npu_utilization']:.0%}”。把 {CASE_STUDY.reported['tokens_per_second']:.0f} tokens/s "
+        f"原文案例报告 {throughput(CASE_STUDY.reported['tokens_per_second'])} 时“NPU 利用率 "
+        f"{CASE_STUDY.reported['npu_utilization']:.0%}”。把 {throughput(CASE_STUDY.reported['tokens_per_second'])} "
         f"读作整个 {CASE_STUDY.job.devices} 卡集群的吞吐（正文和审查表的第一种读法），由吞吐推出的模型算力利用率"
         f"（每张卡峰值取 {flops_rate(_PEAK)}）大约是多少？",
         lambda: nearest_choice(_case_mfu(per_card=False), _CASE_CHOICES),
         f"每 token 约 10¹⁰ 次浮点运算；乘以整个集群的 tokens/s，再除以 {CASE_STUDY.job.devices} 张卡的峰值之和。"
-        f"若你把 {CASE_STUDY.reported['tokens_per_second']:.0f} tokens/s 当成每张卡的吞吐，会得到约 "
+        f"若你把 {throughput(CASE_STUDY.reported['tokens_per_second'])} 当成每张卡的吞吐，会得到约 "
         f"{_case_mfu(per_card=True):.0%}（选项 B）：那是另一种读法，审查表也算了它，但这道题问的是整个集群的读法。",
         choices={"A": "约 42%，与报告一致", "B": f"约 {_case_mfu(per_card=True):.0%}",
                  "C": f"不到 {math.ceil(100 * _case_mfu(per_card=False)):.0f}%"},

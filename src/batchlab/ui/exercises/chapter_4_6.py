@@ -8,6 +8,7 @@ from batchlab.formulas.roofline import DEVICE_PRESETS
 from batchlab.formulas.scaling import scale_lr
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.lecture.verdicts import unchanged
+from batchlab.page.numbers import learning_rate
 from batchlab.ui.exercises.base import Exercise
 
 __all__ = ["EXERCISES", "UNCHANGED_CHOICES"]
@@ -58,7 +59,7 @@ EXERCISES: dict[str, Exercise] = {
         "按微批次平均：1/(2 × 100)；按全局 token：1/400。",
     ),
     "4.6-5": Exercise(
-        "在单卡上用批大小 8、学习率 1e-3 调好的 SGD，换到全局批大小 64 时，按线性缩放法则学习率应设为多少？",
+        f"在单卡上用批大小 8、学习率 {learning_rate(1e-3)} 调好的 SGD，换到全局批大小 64 时，按线性缩放法则学习率应设为多少？",
         lambda: scale_lr(1e-3, 8, 64, "linear"),
         "Goyal et al. 2017：批大小放大 k 倍，学习率也放大 k 倍（并配合预热）。",
     ),
