@@ -127,3 +127,18 @@ def test_search_check_catches_a_term_missing_from_the_index(built, browser, text
 
 def searched_pages(texts: dict[str, str], term: str) -> set[str]:
     return {doc for doc, text in texts.items() if term in text}
+
+
+def loads_search_index(html: str) -> bool:
+    """Does a page load the search index (searchindex.js, 250 kB) or Sphinx's search scripts?"""
+    return bool(re.search(r'<script[^>]+src="[^"]*(?:searchindex|searchtools|language_data)\.js', html))
+
+
+def test_only_the_search_page_loads_the_index(built):
+    """A reader's page does not fetch the search index (pydata loads it everywhere for a search-as-you-type
+    the book leaves off; book/_templates/layout.html): only search.html, which runs the query."""
+    loading = [str(p.relative_to(built.html)) for p in built.pages()
+               if loads_search_index(p.read_text(encoding="utf-8"))]
+    assert loading == ["search.html"], loading
+    assert loads_search_index('<script src="../searchindex.js"></script>')
+    assert not loads_search_index('<script src="../_static/nav.js"></script>')
