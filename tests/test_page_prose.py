@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from docutils import nodes
 
-from booktools.sphinxext import TableColumns, join_cjk
+from booktools.sphinxext import join_cjk
 from tests.book_pages import PAGES, WIDTHS
 
 
@@ -47,24 +47,6 @@ def test_leaves_code_math_and_latin_alone():
     assert p.astext() == "使用 中 文 的值，\nx 是批大小 B 与 GPU 上的\nbatch"
     block = nodes.literal_block("", "中 文\n代码")
     assert join_cjk(block) == 0 and block.astext() == "中 文\n代码"
-
-
-def test_table_columns_marked_by_what_they_hold():
-    from docutils.utils import new_document
-    from docutils.frontend import get_default_settings
-    from docutils.parsers.rst import Parser
-
-    doc = new_document("t", get_default_settings(Parser))
-    rows = [("术语", "含义"), ("原文的梯度累积步数", "一个很长的解释，" * 6)]
-    tgroup = nodes.tgroup(cols=2)
-    tgroup += [nodes.colspec(colwidth=1), nodes.colspec(colwidth=1)]
-    tbody = nodes.tbody()
-    for a, b in rows:
-        tbody += nodes.row("", nodes.entry("", _para(nodes.Text(a))), nodes.entry("", _para(nodes.Text(b))))
-    tgroup += tbody
-    doc += nodes.table("", tgroup)
-    TableColumns(doc).apply()
-    assert [[e["classes"] for e in r.children] for r in tbody.children] == [[["bl-nowrap"], ["bl-prose"]]] * 2
 
 
 def test_formula_and_its_closing_punctuation_stay_on_one_line():

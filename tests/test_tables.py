@@ -43,3 +43,110 @@ def test_jupyter_shows_html_and_aligned_text():
     data, _ = DisplayFormatter().format(table)
     assert data["text/plain"] == "B  损失\n8  2.50"
     assert data["text/html"] == table.html()
+
+
+# ── how the book lays a table out (booktools.tables) and reads it back (booktools.tables_check) ─────
+from docutils.core import publish_doctree  # noqa: E402
+
+from batchlab.page.symbols import Typeset  # noqa: E402
+from booktools import tables as layout_rules  # noqa: E402
+from booktools.tables_check import TablesReport  # noqa: E402
+
+COMMAND = ("python -m batchlab plan --model gpt2-xl --seq-len 1024 --global-batch 64 --micro-batch 2 "
+           "--pipeline-stages 4 --data-parallel 2 --grad-accum 4")
+
+
+def test_a_short_cell_stays_on_one_line_and_a_long_one_wraps_in_two_balanced_lines():
+    assert layout_rules.cell_layout("未复现") == (True, 3)
+    assert layout_rules.cell_layout("每秒浮点运算次数") == (True, 8)
+    assert layout_rules.cell_layout("原文的梯度累积步数") == (False, 5)     # two lines: 原文的梯度⏎累积步数
+    assert layout_rules.cell_layout("同分布，非同一次更新", verdict=True) == (True, 10)  # a verdict: never cut
+    assert layout_rules.cell_layout("0 种设置在 ±3 个百分点内") == (False, 7)  # 2 lines of ≥ 7 em
+    assert layout_rules.cell_layout("很长" * 30) == (False, layout_rules.PROSE_EM)
+    assert layout_rules.cell_layout("原文的梯度累积步数", header=True) == (False, 5)
+    # Latin words wrap at spaces only: the longest word sets the width
+    assert layout_rules.cell_layout("activation recomputation (checkpointing)") == (False, 9)
+
+
+def test_numbers_with_units_ranges_and_hyphenated_names_are_kept_whole():
+    kept = lambda text: [p for p, keep in layout_rules.keep_spans(text) if keep]  # noqa: E731
+    assert kept("0 种设置在 ±3 个百分点内（模型范围 7%–213%）") == ["7%–213%"]
+    assert kept("利用率 1.62 倍，吞吐 1.59 倍") == ["1.62 倍", "1.59 倍"]
+    assert kept("按整个集群的 3,200 tokens/s：MFU 1.1%–1.4%") == ["3,200 tokens/s", "1.1%–1.4%"]
+    assert kept("gpt2-xl 与 ZeRO-1") == ["gpt2-xl", "ZeRO-1"]
+    assert kept("B=8，恒定学习率") == [] and "".join(p for p, _ in layout_rules.keep_spans("a 7 GiB")) == "a 7 GiB"
+
+
+def test_a_command_breaks_between_options_and_a_code_name_before_a_dot():
+    assert layout_rules.command_groups(COMMAND) == [
+        "python -m batchlab", "plan", "--model gpt2-xl", "--seq-len 1024", "--global-batch 64",
+        "--micro-batch 2", "--pipeline-stages 4", "--data-parallel 2", "--grad-accum 4"]
+    assert layout_rules.command_groups("python -m batchlab bench-matmul --m 2048 4096")[-1] == "--m 2048 4096"
+    assert layout_rules.name_segments("batchlab.formulas.scaling.scale_lr") == [
+        "batchlab", ".formulas", ".scaling", ".scale_lr"]
+    assert layout_rules.name_segments("formulas.noise.finite_population_factor") == [
+        "formulas", ".noise", ".finite", "_population", "_factor"]
+
+
+def test_a_result_table_gets_labels_classes_and_cards_when_wide():
+    wide = text_table(["原文的说法", "原文", "本书计算", "结论"],
+                      [["吞吐提升 59%（910B 低端）", "1.59 倍", "模型 0.86 倍，在报告值的 ±15% 以外", "未复现"]])
+    out = layout_rules.layout_html_table(wide.html())
+    assert 'class="batchlab-table bl-cards"' in out
+    assert re.findall(r'<span class="bl-label">([^<]*)</span>', out) == ["原文的说法", "原文", "本书计算", "结论"]
+    assert 'class="bl-nowrap bl-verdict"' in out and '<span class="bl-keep">1.59 倍</span>' not in out  # short
+    assert '<span class="bl-keep">±15%</span>' not in out and "min-width: " in out
+    shown = re.sub(r'<span class="bl-label">[^<]*</span>', "", out)   # without the labels only a card shows
+    assert re.sub(r"<[^>]+>", "", shown) == re.sub(r"<[^>]+>", "", wide.html())   # the same text
+    narrow = text_table(["B", "损失"], [[8, 2.5]])
+    out = layout_rules.layout_html_table(narrow.html())
+    assert "bl-cards" not in out and '<span class="bl-label">损失</span>' in out
+    # a header's <sub> stays in its label
+    symbols = text_table([Typeset("E/E_min", "E/E<sub>min</sub>"), "B"], [[1.5, 8]])
+    assert '<span class="bl-label">E/E<sub>min</sub></span>' in layout_rules.layout_html_table(symbols.html())
+    assert layout_rules.layout_html_table("<table><tr><td>x</td></tr></table>") == "<table><tr><td>x</td></tr></table>"
+
+
+def test_a_markdown_table_gets_the_same_rules():
+    rst = f"""
+====== ========================
+步骤   命令
+====== ========================
+1      ``{COMMAND}``
+2      ``batchlab.formulas.scaling.scale_lr``
+====== ========================
+"""
+    doc = publish_doctree(rst, settings_overrides={"report_level": 5})
+    layout_rules.TableLayout(doc).apply()
+    entries = list(doc.findall(lambda n: n.tagname == "entry"))
+    assert [e.get("bl_label") for e in entries] == [None, None, "步骤", "命令", "步骤", "命令"]
+    command = entries[3].next_node(lambda n: n.tagname == "literal")
+    assert [c.astext() for c in command.children if c.tagname == "inline"][2] == "--model gpt2-xl"
+    assert command.astext() == COMMAND                                  # the text is unchanged
+    name = entries[5].next_node(lambda n: n.tagname == "literal")
+    assert [c.astext() for c in name.children] == ["batchlab", "<wbr>", ".formulas", "<wbr>", ".scaling", "<wbr>",
+                                                   ".scale_lr"]
+    assert "bl-nowrap" in entries[2]["classes"] and "bl-wrap" in entries[3]["classes"]
+
+
+def _line(text: str, before: str | None) -> dict:
+    return {"text": text, "chars": len(text.replace(" ", "")), "brokenBefore": before}
+
+
+def test_the_table_check_reads_lines_as_rules():
+    """tables_check's rules on lines as the browser reports them (tests/test_page_tables.py runs them on pages)."""
+    cell = {"element": "td", "table": 0, "row": 1, "column": 3, "label": "结论", "head": False}
+    rep = TablesReport(width=390, cells=[
+        {**cell, "blocks": [[_line("未", None), _line("复现", "cjk")]]},                  # short lines
+        {**cell, "blocks": [[_line("第一行", None), _line("二", "forced")]]},               # a <br>: fine
+        {**cell, "blocks": [[_line("batchlab.formulas", None), _line(".comm", "inside")]]},  # before a dot: fine
+        {**cell, "blocks": [[_line("step_c", None), _line("ommunication", "inside")]]},     # a name cut
+        {**cell, "blocks": [[_line("峰值 7.08", None), _line("GiB，放得下", "space")]]},    # number | unit
+        {**cell, "blocks": [[_line("plan --model", None), _line("gpt2-xl --seq-len 1024", "space")]]},
+    ], tables=[{"element": "table", "columns": 4, "offscreen": [3], "visible": [16, 374]}])
+    assert [c["blocks"][0][0]["text"] for c, _ in rep.short_lines()] == ["未"]
+    assert [c["blocks"][0][0]["text"] for c, _ in rep.broken_words()] == ["step_c", "峰值 7.08"]
+    assert [c["blocks"][0][0]["text"] for c, _ in rep.split_options()] == ["plan --model"]
+    problems = rep.problems()
+    assert len(problems) == 5 and "第 4 列（共 4 列）在屏幕外" in problems[-1], problems
+    assert "第 1 个表格第 2 行「结论」列折成每行不超过 2 个字：未⏎复现" in problems[0], problems

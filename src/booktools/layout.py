@@ -8,8 +8,8 @@ widgets have rendered, e.g. inside `booktools.render_check.check_page`) and retu
   whole page scroll sideways, and are not inside an element meant to scroll (computed `overflow-x`
   `auto` or `scroll`). Only the outermost offender of a subtree is listed. Content cut off by an
   `overflow-x: hidden/clip` box is listed too (`clipped`): the reader cannot reach it at all.
-* **narrow_cells**: table cells with text narrower than 3 em of their own font size (a CJK term
-  column squeezed to one character per line).
+* Tables are measured by `booktools.tables_check` (characters per rendered line: a cell's width,
+  padding included, did not say whether "未/复/现" stacked one character per line).
 * **math_overflow**: displayed equations (MathJax `mjx-container[display]`) wider than the box they
   sit in and not inside a scroll box.
 * **code_columns**: how many monospace characters fit on one line of the first code cell (the
@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 
 from booktools.browser import script
 
-MIN_CELL_EM = 3.0
 MIN_TEXT_PT = 8.0  # the smallest text a figure may show at its displayed size (issue 19)
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
@@ -51,8 +50,6 @@ class LayoutReport:
     overflow: list[dict] = field(default_factory=list)
     clipped: list[dict] = field(default_factory=list)
     page_scroll: int = 0
-    narrow_cells: list[dict] = field(default_factory=list)
-    narrowest_cell_em: float | None = None
     math_overflow: list[dict] = field(default_factory=list)
     display_math: int = 0
     code_columns: int | None = None
@@ -61,15 +58,13 @@ class LayoutReport:
     column: list[int] = field(default_factory=list)
 
     def layout_problems(self) -> list[str]:
-        """Overflow, narrow table cells and equations that neither fit nor scroll."""
+        """Overflow and equations that neither fit nor scroll."""
         w = f"{self.width} px 宽"
         out = [f"{w}：整页可以横向滚动 {self.page_scroll} px"] if self.page_scroll > 1 else []
         out += [f"{w}：元素超出正文栏 {o['column']}（左 {o['left']}，右 {o['right']}）且不在滚动框内：{o['element']}"
                 for o in self.overflow]
         out += [f"{w}：内容被裁掉（宽 {c['width']} px，内容 {c['content']} px，overflow 为 hidden）：{c['element']}"
                 for c in self.clipped]
-        out += [f"{w}：表格单元格只有 {c['em']} em 宽（至少 {MIN_CELL_EM:g} em）：{c['element']}"
-                for c in self.narrow_cells]
         out += [f"{w}：公式宽 {m['width']} px，可用 {m['available']} px，既放不下也不能滚动：{m['element']}"
                 for m in self.math_overflow]
         return out
@@ -145,7 +140,7 @@ def _short_src(src: str) -> str:
 
 def measure(tab, width: int | None = None) -> LayoutReport:
     """Measure the page loaded in the Playwright page `tab` (see the module docstring)."""
-    m = tab.evaluate(script("measure_layout"), [MIN_CELL_EM, CJK_CLASS])
+    m = tab.evaluate(script("measure_layout"), [CJK_CLASS])
     for f in m["figures"]:
         f["dpi"] = image_dpi(f["src"])
         f["src"] = _short_src(f["src"])

@@ -12,9 +12,10 @@ Per page the report holds: console errors and uncaught page errors (minus KNOWN_
 explained below), requests that tried to leave the machine, local files that failed to load, every
 `<img>` (loaded and decoded?), each widget output area (controls and images rendered against the
 embedded widget state), math (`.math` nodes vs MathJax containers and errors), the page's layout at
-that width (`booktools.layout`: overflow, narrow table cells, equations, code line length, spaces
-between Chinese characters; reported in `layout`, judged by the tests, not by `problems()`), and a
-full-page screenshot (its first SCREENSHOT_MAX_PX of height on a longer page).
+that width (`booktools.layout`: overflow, equations, code line length, spaces between Chinese
+characters; reported in `layout`), its tables (`booktools.tables_check`: characters per rendered line,
+words and commands kept whole, columns on the screen; reported in `tables`; both judged by the tests, not
+by `problems()`), and a full-page screenshot (its first SCREENSHOT_MAX_PX of height on a longer page).
 
 Prints one JSON report per page; exit status 0 ok, 1 a page has problems, 2 Chromium missing.
 """
@@ -28,7 +29,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools import layout
+from booktools import layout, tables_check
 from booktools.browser import DEFAULT_CHROMIUM, LOCAL_SCHEMES, VIEWPORT, launch, offline_context, script
 from booktools.toc import WIDGET_STATE, WIDGET_VIEW
 
@@ -70,6 +71,7 @@ class PageReport:
     fa5_elements: int = 0
     screenshot: str | None = None
     layout: layout.LayoutReport | None = None
+    tables: tables_check.TablesReport | None = None
 
     def problems(self) -> list[str]:
         """Every failed check, in Chinese, naming the value (empty: the page is fine)."""
@@ -184,6 +186,7 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
         rep.mathjax, rep.mathjax_errors = m["mathjax"], m["mathjax_errors"]
         rep.fa5_elements = m["fa5"]
         rep.layout = layout.measure(tab, (viewport or VIEWPORT)["width"])
+        rep.tables = tables_check.measure(tab, (viewport or VIEWPORT)["width"])
         if screenshot is not None:
             png = Path(screenshot)
             png.parent.mkdir(parents=True, exist_ok=True)
@@ -218,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                     png = (Path(args.screenshots) / f"{Path(page).stem}-{width}.png"
                            if args.screenshots else None)
                     rep = check_page(browser, page, png, viewport=layout.VIEWPORTS[width])
-                    problems = rep.problems() + rep.layout.problems()
+                    problems = rep.problems() + rep.layout.problems() + rep.tables.problems()
                     bad += bool(problems)
                     print(json.dumps({**asdict(rep), "problems": problems}, ensure_ascii=False))
     except FileNotFoundError as exc:

@@ -8,11 +8,8 @@
   too) and leaves code, literals, math and raw HTML alone; a formula or a literal counts as a
   non-CJK character, so "的 $x$ 值" keeps its spaces. It runs when a page is read, so titles, the
   tables of contents and the search index see the same text as the page.
-* **Table columns a reader can read on a phone.** `TableColumns` marks each column of a docutils
-  table by what it holds: `bl-nowrap` when every cell is short (a term, a symbol: at most
-  NOWRAP_WIDTH display columns), `bl-prose` when some cell is long prose (more than PROSE_WIDTH).
-  book/_static/page.css keeps `bl-nowrap` columns on one line and gives `bl-prose` columns a minimum
-  width; the table then scrolls inside its own box instead of stacking a term one character per line.
+* Tables are marked up by `booktools.tables` (every table by one rule: cells by their length, words
+  kept whole, a card per row on a phone).
 
 * **Every search term finds the pages that use it.** `index_search_terms` looks each word of
   book/_search_terms.txt (`booktools.search_terms`: the glossary's terms and the chapter titles' phrases)
@@ -26,7 +23,7 @@
   inline script Sphinx 7.4 writes twice (sphinx-thebe's `const THEBE_JS_URL` threw on every page).
   book/_templates/ holds the toggles with Chinese labels and the page head without fontawesome.js.
 
-`booktools.layout` measures the first two in the built pages (tests/test_page_layout.py); tests/test_page_nav.py
+`booktools.layout` measures the first in the built pages (tests/test_page_prose.py); tests/test_page_nav.py
 and tests/test_page_search.py check the rest in Chromium.
 """
 from __future__ import annotations
@@ -37,7 +34,6 @@ import re
 from docutils import nodes
 from docutils.transforms import Transform
 
-from batchlab.ui.tables import display_width
 from booktools.layout import CJK_CLASS
 
 CJK_GAP = re.compile(rf"(?<=[{CJK_CLASS}])[ \t\r\n]+(?=[{CJK_CLASS}])")
@@ -45,8 +41,6 @@ PLACEHOLDER = "\ufffc"  # stands for a literal or a formula: not CJK
 # nodes whose text is not prose: code, literals, math, raw output
 NOT_PROSE = (nodes.FixedTextElement, nodes.literal, nodes.math, nodes.raw, nodes.comment,
              nodes.substitution_definition, nodes.target, nodes.system_message)
-NOWRAP_WIDTH = 20   # display columns (a CJK character is 2): "原文的梯度累积步数" is 18
-PROSE_WIDTH = 40
 
 
 def _excluded(node: nodes.Node, stop: nodes.Node) -> bool:
@@ -106,28 +100,6 @@ class CJKSpaces(Transform):
             if isinstance(block.parent, nodes.TextElement) or _excluded(block, None):
                 continue
             join_cjk(block)
-
-
-class TableColumns(Transform):
-    """Mark each table column `bl-nowrap` (all cells short) or `bl-prose` (a long cell)."""
-    default_priority = 890
-
-    def apply(self, **kwargs) -> None:
-        for tgroup in self.document.findall(nodes.tgroup):
-            rows = [row for part in tgroup.children if isinstance(part, (nodes.thead, nodes.tbody))
-                    for row in part.children if isinstance(row, nodes.row)]
-            ncols = int(tgroup.get("cols", 0))
-            if not rows or any(len(r.children) != ncols or any(e.get("morecols") or e.get("morerows")
-                                                              for e in r.children) for r in rows):
-                continue  # spanning cells: leave the table as it is
-            for j in range(ncols):
-                cells = [r.children[j] for r in rows]
-                widths = [display_width(" ".join(c.astext().split())) for c in cells]
-                cls = ("bl-nowrap" if max(widths) <= NOWRAP_WIDTH
-                       else "bl-prose" if max(widths) > PROSE_WIDTH else None)
-                if cls:
-                    for c in cells:
-                        c["classes"].append(cls)
 
 
 # --- search ---------------------------------------------------------------------------------------
@@ -199,7 +171,6 @@ def one_script_each(app, pagename: str, templatename: str, context: dict, doctre
 
 def setup(app):
     app.add_transform(CJKSpaces)
-    app.add_transform(TableColumns)
     app.connect("config-inited", theme_options)
     app.connect("doctree-resolved", index_search_terms)
     app.connect("html-page-context", one_script_each, priority=900)

@@ -1,8 +1,8 @@
 /* What a reader sees of a page's layout (booktools/layout.py, `measure()`): overflow out of the main
- * column, clipped content, narrow table cells, equations that neither fit nor scroll, the code column's
+ * column, clipped content, equations that neither fit nor scroll, the code column's
  * width in characters, ASCII spaces between Chinese characters, and every figure as shown.
- * Called by Playwright with [minCellEm, cjkClass]; returns the fields of `LayoutReport`. */
-([minCellEm, cjkClass]) => {
+ * Called by Playwright with [cjkClass]; returns the fields of `LayoutReport`. */
+([cjkClass]) => {
   const root = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
   const rootBox = root.getBoundingClientRect();
   const vw = document.documentElement.clientWidth;
@@ -85,21 +85,6 @@
   const doc = document.documentElement;
   const pageScroll = Math.max(doc.scrollWidth, document.body.scrollWidth) - vw;
 
-  const narrow = [];
-  for (const cell of root.querySelectorAll('td, th')) {
-    if (skip(cell) || !cell.textContent.trim()) continue;
-    const r = cell.getBoundingClientRect();
-    if (!visible(cell, r)) continue;
-    const em = parseFloat(getComputedStyle(cell).fontSize);
-    if (r.width < minCellEm * em - 0.5) {
-      narrow.push({element: desc(cell), width: Math.round(r.width * 10) / 10, em: Math.round(r.width / em * 100) / 100});
-    }
-  }
-  const cellEms = [...root.querySelectorAll('td, th')]
-      .filter(c => c.textContent.trim() && !skip(c))
-      .map(c => c.getBoundingClientRect().width / parseFloat(getComputedStyle(c).fontSize))
-      .filter(w => w > 0);
-
   const math = [];
   const displays = [...root.querySelectorAll('mjx-container[display="true"], mjx-container[display]')];
   for (const m of displays) {
@@ -166,8 +151,7 @@
                    context: text.slice(Math.max(0, at - 8), at + m[0].length + 8).replace(/\n/g, '⏎')});
     }
   }
-  return {overflow, clipped, page_scroll: Math.max(0, Math.round(pageScroll)), narrow_cells: narrow,
-          narrowest_cell_em: cellEms.length ? Math.round(Math.min(...cellEms) * 100) / 100 : null,
+  return {overflow, clipped, page_scroll: Math.max(0, Math.round(pageScroll)),
           math_overflow: math, display_math: displays.length, code_columns: codeColumns,
           cjk_spaces: spaces, figures, column: [Math.round(left), Math.round(right)]};
 }
