@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from itertools import product
 
+from batchlab.formulas.batching import GRAD_ACCUM_READINGS
 from batchlab.formulas.job import ATTENTION_KINDS, RECOMPUTE_MODES, Job
 from batchlab.formulas.memory import stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES
@@ -76,7 +77,7 @@ def audit_case(before: CaseConfig, after: CaseConfig, curves: dict[str, RateCurv
     for case, m_reported, bubble_reported in ((before, 16, 0.158), (after, 8, 0.273)):
         plan = case.plan()
         rows.append(AuditRow(f"{case.name}：微批次数与气泡", f"m = {m_reported}，{bubble_reported:.1%}",
-                             f"m = {plan.num_microbatches}，{plan.bubble_fraction:.1%}（读法：{plan.grad_accum_reading}）",
+                             f"m = {plan.num_microbatches}，{plan.bubble_fraction:.1%}（符合{GRAD_ACCUM_READINGS[plan.grad_accum_reading]}）",
                              "m 相同，气泡四舍五入到 0.1% 后相同",
                              plan.num_microbatches == m_reported and round(plan.bubble_fraction, 3) == bubble_reported))
     grid_before, grid_after = memory_grid(before.job), memory_grid(after.job)
