@@ -47,7 +47,7 @@ def test_the_diagram_shows_the_plans_numbers_and_the_books_terms(name):
     text = _texts(fig)
     B, b, d, m, p = (plan.global_batch, plan.micro_batch_size, plan.data_parallel, plan.num_microbatches,
                      plan.pipeline_stages)
-    assert f"$B_{{\\mathrm{{global}}}}$ = {B}" in text
+    assert f"$B_\\mathrm{{global}}$ = {B}" in text  # batchlab.page.symbols.mathtext("B_global")
     assert f"$d$ = {d}" in text and f"$m$ = {m}" in text and f"$b$ = {b}" in text and f"$p$ = {p}" in text
     assert f"$b \\times m$ = {b * m}" in text            # the logical batch of one replica
     assert f"= {b} × {d} × {m} = {B}" in text              # the formula, with the plan's numbers

@@ -31,7 +31,7 @@ from batchlab.formulas.pipeline_schedules import pipeline_timeline  # noqa: E402
 from batchlab.formulas.roofline import RateCurve  # noqa: E402
 from batchlab.formulas.tune import tune  # noqa: E402
 from batchlab.lecture.case import CASE_STUDY  # noqa: E402
-from batchlab.ui import convergence, efficiency, memory, misconceptions, noise, pipeline, style  # noqa: E402
+from batchlab.ui import convergence, diagrams, efficiency, memory, misconceptions, noise, pipeline, style  # noqa: E402
 from booktools import ROOT  # noqa: E402
 
 SMALLEST_FONT_PT = 8.5
@@ -142,41 +142,48 @@ def _estimate_stats() -> SimpleNamespace:
                               "rel_error_theory": [*stats.rel_error_theory, 0.0], "cosine": [*stats.cosine, 1.0]})
 
 
-# Each figure function of batchlab.ui, as a chapter calls it (the notebooks' stacked figures included).
+# Each figure function of batchlab.ui, as a chapter calls it (the notebooks' stacked figures included), in
+# the layout it is given (style.LAYOUTS: the desk column or a phone's).
 FIGURES = {
-    "memory.plot_stage_memory": lambda: memory.plot_stage_memory(
+    "memory.plot_stage_memory": lambda layout: memory.plot_stage_memory(
         stage_memory(replace(CASE_STUDY.job, device_memory_gib=16.0, recompute="full")),
-        measured=[2e10, None, None, 1e10]),
-    "memory.plot_schedule_memory": lambda: memory.plot_schedule_memory(
-        {s: stage_memory(replace(CASE_STUDY.job, schedule=s)) for s in ("gpipe", "1f1b")}),
-    "memory.plot_memory_by_batch": lambda: memory.plot_memory_by_batch(
-        [1, 2, 4, 8, 16], [3e6] * 5, [b * 1.2e6 for b in (1, 2, 4, 8, 16)], 64),
-    "memory.plot_activation_check": lambda: memory.plot_activation_check(
+        measured=[2e10, None, None, 1e10], layout=layout),
+    "memory.plot_schedule_memory": lambda layout: memory.plot_schedule_memory(
+        {s: stage_memory(replace(CASE_STUDY.job, schedule=s)) for s in ("gpipe", "1f1b")}, layout=layout),
+    "memory.plot_memory_by_batch": lambda layout: memory.plot_memory_by_batch(
+        [1, 2, 4, 8, 16], [3e6] * 5, [b * 1.2e6 for b in (1, 2, 4, 8, 16)], 64, layout=layout),
+    "memory.plot_activation_check": lambda layout: memory.plot_activation_check(
         [1, 2, 4, 8, 16], {m: [b * f * 1e6 for b in (1, 2, 4, 8, 16)] for m, f in MODES.items()},
-        {m: [b * f * 1.01e6 for b in (1, 2, 4, 8, 16)] for m, f in MODES.items()}, 64),
-    "memory.plot_memory_audit": lambda: memory.plot_memory_audit(
+        {m: [b * f * 1.01e6 for b in (1, 2, 4, 8, 16)] for m, f in MODES.items()}, 64, layout=layout),
+    "memory.plot_memory_audit": lambda layout: memory.plot_memory_audit(
         {i: 0.3 + 0.006 * i for i in range(96)}, {i: 0.35 + 0.008 * i for i in range(96)}, (0.92, 0.85),
-        "调整前（微批次 2）最满阶段的显存占比", "调整后（微批次 4）"),
-    "misconceptions.plot_what_moves": lambda: misconceptions.plot_what_moves(_ratios()),
-    "misconceptions.plot_early_late": lambda: misconceptions.plot_early_late(
-        histories(), ["B=8，恒定学习率", "B=64，恒定学习率", "B=8，余弦衰减", "B=8，2048 条后增大到 32"], 1024, 1.5),
-    "misconceptions.plot_lr_sweep": lambda: misconceptions.plot_lr_sweep(
+        "调整前（微批次 2）最满阶段的显存占比", "调整后（微批次 4）", layout=layout),
+    "misconceptions.plot_what_moves": lambda layout: misconceptions.plot_what_moves(_ratios(), layout=layout),
+    "misconceptions.plot_early_late": lambda layout: misconceptions.plot_early_late(
+        histories(), ["B=8，恒定学习率", "B=64，恒定学习率", "B=8，余弦衰减", "B=8，2048 条后增大到 32"], 1024, 1.5,
+        layout=layout),
+    "misconceptions.plot_lr_sweep": lambda layout: misconceptions.plot_lr_sweep(
         {8: {10.0: 1.8, 30.0: 1.7, 90.0: 1.75, 270.0: 9.0}, 64: {30.0: 1.9, 90.0: 1.72, 270.0: 1.7, 810.0: 12.0}},
-        floor=1.5),
-    "noise.plot_estimate_error": lambda: noise.plot_estimate_error(_estimate_stats()),
-    "noise.plot_gradient_cloud": lambda: noise.plot_gradient_cloud(noise_data()[0], 4),
-    "noise.plot_variance_curve": lambda: noise.plot_variance_curve(noise_data()[1], 32),
-    "pipeline.plot_pipeline_timeline": lambda: pipeline.plot_pipeline_timeline(pipeline_timeline("1f1b", 4, 8)),
-    "pipeline.plot_pipeline_timelines": lambda: pipeline.plot_pipeline_timelines(
-        [pipeline_timeline(s, 4, 8) for s in ("gpipe", "1f1b")]),
-    "pipeline.plot_tradeoff": lambda: pipeline.plot_tradeoff(tune(CASE_STUDY.job, CURVE)["candidates"], 2),
-    "efficiency.plot_matmul_rates": lambda: efficiency.plot_matmul_rates(matmul_reports()),
-    "efficiency.plot_roofline": lambda: efficiency.plot_roofline(
-        2e12, 1e11, [(m, 1024, 4096, 1e12 * m / (m + 64)) for m in (1, 4, 16, 64, 256, 1024)]),
-    "convergence.plot_training_curves": lambda: convergence.plot_training_curves(
-        histories(), ["B = 8", "B = 32", "B = 128", "B = 512"], floor=1.5),
-    "convergence.plot_steps_samples": lambda: convergence.plot_steps_samples(
-        [8, 32, 128, 512], [200, 60, 25, 12], {"e_min": 1200, "s_min": 8, "b_noise": 150}),
+        floor=1.5, layout=layout),
+    "noise.plot_estimate_error": lambda layout: noise.plot_estimate_error(_estimate_stats(), layout=layout),
+    "noise.plot_gradient_cloud": lambda layout: noise.plot_gradient_cloud(noise_data()[0], 4, layout=layout),
+    "noise.plot_variance_curve": lambda layout: noise.plot_variance_curve(noise_data()[1], 32, layout=layout),
+    "pipeline.plot_pipeline_timeline": lambda layout: pipeline.plot_pipeline_timeline(
+        pipeline_timeline("1f1b", 4, 8), layout=layout),
+    "pipeline.plot_pipeline_timelines": lambda layout: pipeline.plot_pipeline_timelines(
+        [pipeline_timeline(s, 4, 8) for s in ("gpipe", "1f1b")], layout=layout),
+    "pipeline.plot_tradeoff": lambda layout: pipeline.plot_tradeoff(
+        tune(CASE_STUDY.job, CURVE)["candidates"], 2, layout=layout),
+    "efficiency.plot_matmul_rates": lambda layout: efficiency.plot_matmul_rates(matmul_reports(), layout=layout),
+    "efficiency.plot_roofline": lambda layout: efficiency.plot_roofline(
+        2e12, 1e11, [(m, 1024, 4096, 1e12 * m / (m + 64)) for m in (1, 4, 16, 64, 256, 1024)], layout=layout),
+    "convergence.plot_loss_curve": lambda layout: convergence.plot_loss_curve(
+        [3.0 * 0.98 ** s + 1.5 for s in range(100)], 1.47, 32, layout=layout),
+    "convergence.plot_training_curves": lambda layout: convergence.plot_training_curves(
+        histories(), ["B = 8", "B = 32", "B = 128", "B = 512"], floor=1.5, layout=layout),
+    "convergence.plot_steps_samples": lambda layout: convergence.plot_steps_samples(
+        [8, 32, 128, 512], [200, 60, 25, 12], {"e_min": 1200, "s_min": 8, "b_noise": 150}, layout=layout),
+    "diagrams.draw_batch_anatomy": lambda layout: diagrams.draw_batch_anatomy(CASE_STUDY.job, layout=layout),
 }
 
 
@@ -202,17 +209,92 @@ def test_every_figure_function_of_ui_is_checked_here():
     functions = {f"{module.__name__.rsplit('.', 1)[1]}.{name}"
                  for module in (convergence, efficiency, memory, misconceptions, noise, pipeline)
                  for name in dir(module) if name.startswith("plot_") and callable(getattr(module, name))}
+    functions.add("diagrams.draw_batch_anatomy")
     assert functions == set(FIGURES), "a figure function without a legibility check (or a stale one)"
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_figure_text_is_at_least_8_pt_in_the_column(name):
-    fig = FIGURES[name]()
+    fig = FIGURES[name]("desk")
     points = min_text_points(fig, tight=True)
     width_px = fig.get_tightbbox(fig.canvas.get_renderer()).width * fig.dpi
     plt.close(fig)
     assert points >= style.MIN_TEXT_PT, f"{name}: smallest text {points:.1f} pt on the page"
     assert width_px <= style.COLUMN_PX * 1.1, f"{name}: {width_px:.0f} px, far wider than the column"
+
+
+def phone_png_points(fig: plt.Figure) -> tuple[int, float]:
+    """The phone PNG ``style.figure_png`` saves of ``fig``: its width in pixels, and its smallest text in
+    points as a 390 px phone shows it (at its own size when it fits the column, else scaled down to it)."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(style.figure_png(fig, "phone"))) as image:
+        width = image.width
+    smallest = min(size for _, size in drawn_text_sizes(fig))
+    return width, layout_points(smallest, fig.dpi, width, min(width, style.PHONE_PX))
+
+
+def layout_points(font_pt: float, dpi: float, natural: float, shown: float) -> float:
+    from booktools.layout import text_points
+
+    return text_points(font_pt, dpi, natural, shown)
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_phone_drawing_fits_the_phone_column_and_stays_legible(name):
+    """The phone drawing of every figure: its PNG at most style.PHONE_PX wide, so the page shows it
+    unscaled (no sideways scroll, nothing cut), and its smallest text ≥ 8 pt there."""
+    fig = FIGURES[name]("phone")
+    width, points = phone_png_points(fig)
+    plt.close(fig)
+    assert width <= style.PHONE_PX, f"{name}: phone PNG {width} px, the column {style.PHONE_PX} px"
+    assert points >= style.MIN_TEXT_PT, f"{name}: smallest text {points:.1f} pt on a phone"
+
+
+def test_the_phone_rule_fails_a_desk_figure_and_small_text():
+    """A desk-width figure saved as the phone drawing is too wide; a 5 pt label too small."""
+    wide, ax = plt.subplots(figsize=(style.FIGURE_WIDTH, 3))
+    ax.set_xlabel("批大小")
+    assert phone_png_points(wide)[0] > style.PHONE_PX
+    small, ax = plt.subplots(figsize=(style.PHONE_WIDTH, 3))
+    ax.set_xlabel("批大小", fontsize=5)
+    width, points = phone_png_points(small)
+    assert width <= style.PHONE_PX and points < style.MIN_TEXT_PT
+    plt.close("all")
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_a_figure_function_refuses_an_unknown_layout(name):
+    with pytest.raises(ValueError, match="desk"):
+        FIGURES[name]("tablet")
+    plt.close("all")
+
+
+def test_show_figure_shows_one_output_with_the_phone_drawing_in_its_metadata(monkeypatch):
+    """One display output: the desk PNG as its image (what Jupyter and the PDF show), the phone PNG
+    under style.PHONE_METADATA (what booktools.picture serves to a phone); both figures closed."""
+    import base64
+    import io
+
+    import IPython.display
+    from PIL import Image
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **kw: shown.append((a, kw)))
+    before = set(plt.get_fignums())
+    style.show_figure(convergence.plot_loss_curve, [3.0, 2.5, 2.2, 2.0], 1.5, batch_size=32)
+    assert set(plt.get_fignums()) == before, "show_figure left a figure open: the inline backend shows it again"
+    (args, kwargs), = shown
+    data, metadata = args[0], kwargs["metadata"]
+    assert kwargs["raw"] and data["text/plain"].startswith("<Figure size")
+    sizes = {}
+    for layout, b64 in (("desk", data["image/png"]), ("phone", metadata[style.PHONE_METADATA]["image/png"])):
+        with Image.open(io.BytesIO(base64.b64decode(b64))) as image:
+            sizes[layout] = image.width
+            assert image.info["dpi"][0] == pytest.approx(style.DPI, abs=0.01)  # pHYs: the page's check reads it
+    assert sizes["phone"] <= style.PHONE_PX < sizes["desk"]
 
 
 @pytest.mark.parametrize("name", ["MemoryExplorer", "NoiseExplorer", "TradeoffExplorer"])
@@ -241,15 +323,16 @@ def test_the_rule_fails_small_text_and_figures_wider_than_the_column():
 
 
 def _smallest_drawn(fig) -> float:
-    return min(size for _, size in drawn_text_sizes(fig))
+    smallest = min(size for _, size in drawn_text_sizes(fig))
+    plt.close(fig)  # measured: dozens of open figures would only hold memory
+    return smallest
 
 
 def test_no_figure_of_the_book_draws_text_below_the_smallest_font():
-    """SMALLEST_FONT_PT bounds every figure the pages show: what the browser test scales holds."""
-    from batchlab.ui.diagrams import draw_batch_anatomy
-
-    drawn = {name: build for name, build in FIGURES.items()}
-    drawn["diagrams.draw_batch_anatomy"] = lambda: draw_batch_anatomy(CASE_STUDY.job)
+    """SMALLEST_FONT_PT bounds every figure the pages show, desk and phone drawings: what the browser
+    test scales holds."""
+    drawn = {f"{name} ({layout})": lambda build=build, layout=layout: build(layout)
+             for name, build in FIGURES.items() for layout in style.LAYOUTS}
     for name, build in explorers().items():
         if name != "BatchExplorer":  # draws no figure
             drawn[name] = lambda build=build: quiet(build).figure

@@ -91,7 +91,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "page.tradeoff": ("TradeoffExplorer",),
     # 图、控件、表格与练习
     "ui.claims": ("claim_card", "claim_cards"),
-    "ui.convergence": ("plot_steps_samples", "plot_training_curves"),
+    "ui.convergence": ("plot_loss_curve", "plot_steps_samples", "plot_training_curves"),
     "ui.diagrams": ("draw_batch_anatomy",),
     "ui.efficiency": ("plot_matmul_rates", "plot_roofline"),
     "ui.exercises": ("check",),
@@ -102,6 +102,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "ui.names": ("name",),
     "ui.noise": ("plot_estimate_error", "plot_variance_curve"),
     "ui.pipeline": ("plot_pipeline_timelines",),
+    "ui.style": ("show_figure",),
     "ui": ("style",),
     "ui.tables": ("text_table",),
 }

@@ -19,7 +19,11 @@ widgets have rendered, e.g. inside `booktools.render_check.check_page`) and retu
   it is displayed at, and whether it sits in a box meant to scroll. `figure_problems(font_pt)` turns
   that into the size of the figure's smallest text on the page: a text of `font_pt` points drawn at
   `dpi` is `font_pt * dpi / 96 * shown / natural` points at the displayed size (a CSS pixel is 1/96
-  inch, a point 1/72 inch); below `MIN_TEXT_PT` it is reported.
+  inch, a point 1/72 inch); below `MIN_TEXT_PT` it is reported. The image measured is the one the
+  page chose (`currentSrc`: a phone's `<picture>` source at 390 px). `figure_fit_problems()`: an
+  image wider than the column, sticking out of it, or in a box that scrolls sideways.
+* **formulas**: every displayed equation's width against the room it has; `formula_fit_problems()`
+  lists those a reader would have to scroll (its box may scroll, the reader should not have to).
 * **cjk_spaces**: ASCII whitespace between two CJK characters (or CJK punctuation) in rendered
   prose: a Chinese line break in the Markdown that the HTML renders as a space ("。 本书"). Code,
   literals, math and MathJax output are not prose and are skipped; math stands for a non-CJK
@@ -56,6 +60,7 @@ class LayoutReport:
     cjk_spaces: list[dict] = field(default_factory=list)
     figures: list[dict] = field(default_factory=list, repr=False)
     column: list[int] = field(default_factory=list)
+    formulas: list[dict] = field(default_factory=list, repr=False)
 
     def layout_problems(self) -> list[str]:
         """Overflow and equations that neither fit nor scroll."""
@@ -92,6 +97,31 @@ class LayoutReport:
                 out.append(f"{w}：图中最小的字只有 {pt:.1f} pt（至少 {min_pt:g} pt；{shown}，{f['dpi'] or default_dpi:.0f} dpi，"
                            f"字号 {font_pt:g} pt）：{f['src']} {f['element']}")
         return out
+
+    def figure_fit_problems(self, kinds: tuple[str, ...] = ("figure", "other")) -> list[str]:
+        """Images of ``kinds`` (``figure``: a chapter's figure; ``widget``: an explorer's frozen image;
+        ``other``) that are wider than the content column or stick out of it, or sit in a box that
+        scrolls sideways: a reader must see the whole figure without scrolling inside it."""
+        w = f"{self.width} px 宽"
+        lo, hi = self.column or (0, self.width)
+        out = []
+        for f in self.figures:
+            if f.get("kind", "other") not in kinds:
+                continue
+            where = f"{f['src']} {f['element']}"
+            if f["shown"] > hi - lo + 1 or f.get("left", lo) < lo - 1 or f.get("right", hi) > hi + 1:
+                out.append(f"{w}：图宽 {f['shown']:.0f} px（{f.get('left', 0):.0f}–{f.get('right', 0):.0f}），"
+                           f"正文栏只有 {lo}–{hi}：{where}")
+            if f.get("box_scrolls"):
+                out.append(f"{w}：图在可横向滚动的框里（框宽 {f['scroll_box']} px，图宽 {f['shown']:.0f} px），"
+                           f"读者要左右滑动才能看全：{where}")
+        return out
+
+    def formula_fit_problems(self) -> list[str]:
+        """Displayed formulas wider than the room they have, even inside a box that scrolls: a formula
+        a reader must scroll sideways is broken into lines instead."""
+        return [f"{self.width} px 宽：公式宽 {m['width']} px，可用 {m['available']} px（要横向滚动才能读完）："
+                f"{m['element']}" for m in self.formulas if m["width"] > m["available"] + 1]
 
     def cjk_space_problems(self) -> list[str]:
         return [f"{self.width} px 宽：中文之间有空格「{s['context']}」：{s['element']}" for s in self.cjk_spaces]

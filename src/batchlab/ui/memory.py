@@ -13,7 +13,7 @@ from batchlab.formulas.memory import MemoryReport
 from batchlab.page.colours import MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE
 from batchlab.page.memory import MEMORY_PARTS, MemoryView, memory_unit, share_text
 from batchlab.ui.names import name
-from batchlab.ui.style import FIGURE_WIDTH, clear_artists, new_axes
+from batchlab.ui.style import FIGURE_WIDTH, check_layout, clear_artists, figure_width, new_axes, phone_title
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -24,7 +24,7 @@ __all__ = ["plot_stage_memory", "plot_schedule_memory", "plot_memory_by_batch", 
 
 def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
                       measured: Sequence[float | None] | None = None, title: str | None = None,
-                      legend: bool = True) -> "Figure":
+                      legend: bool = True, layout: str = "desk") -> "Figure":
     """Stacked bars, one per pipeline stage, of the peak memory in ``report`` (from
     :func:`batchlab.formulas.memory.stage_memory`): parameters, gradients, optimizer states, activations and,
     with recomputation, the working set of the layer being recomputed. A dashed line marks the
@@ -35,14 +35,15 @@ def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
     markers. Values are in GiB, or in MiB when everything is under 1 GiB. Draws on ``ax`` when given
     (an interactive caller clears and reuses it); otherwise on a new pyplot figure as wide as the
     book's column. The legend sits below the axes (``legend=False``: none, for a caller that draws one
-    for several panels).
+    for several panels). ``layout``: the desk column or a phone's (two legend columns, a title in two lines).
     """
     stages = report.stages
+    phone = check_layout(layout) == "phone"
     if measured is not None and len(measured) != len(stages):
         raise ValueError(f"measured has {len(measured)} values but the report has {len(stages)} stages: "
                          "give one (or None) per stage")
     own_figure = ax is None
-    fig, ax = new_axes(ax, figsize=(FIGURE_WIDTH, 4.2))
+    fig, ax = new_axes(ax, figsize=(figure_width(layout), 4.6 if phone else 4.2))
     capacity = report.device_memory_bytes
     peaks = report.peak_bytes_per_stage
     measured = list(measured) if measured is not None else [None] * len(stages)
@@ -89,8 +90,8 @@ def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
     ax.set_xlabel("流水线阶段")
     ax.set_ylabel(f"峰值显存 ({unit})")
     ax.grid(axis="x", visible=False)
-    ax.set_title(title or "各流水线阶段的峰值显存（最满的阶段占设备显存 "
-                 f"{share_text(report.peak_memory_fraction)}）", y=1.0)
+    ax.set_title(phone_title(title or "各流水线阶段的峰值显存（最满的阶段占设备显存 "
+                             f"{share_text(report.peak_memory_fraction)}）", layout), y=1.0)
     if legend:
         # below the axes, left to right in rows: capacity, overflow, measured, then the stack top down
         from matplotlib.transforms import offset_copy
@@ -98,47 +99,50 @@ def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
         # its top 34 pt under the axes: under the tick labels and the axis label, whatever the axes' size
         ax.legend(handles=top_handles + handles, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                   bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-34, units="points"),
-                  ncol=4, borderaxespad=0, frameon=False, columnspacing=1.2, handlelength=1.6)
+                  ncol=2 if phone else 4, borderaxespad=0, frameon=False, columnspacing=1.2, handlelength=1.6)
     if own_figure:
         fig.tight_layout()
     return fig
 
 
-def plot_schedule_memory(reports: Mapping[str, MemoryReport]) -> "Figure":
+def plot_schedule_memory(reports: Mapping[str, MemoryReport], layout: str = "desk") -> "Figure":
     """:func:`plot_stage_memory` of several reports (one job under different schedules, say), one
     panel a row on one memory scale, titled by ``reports``' keys, with one legend below them all."""
     import matplotlib.pyplot as plt
     if not reports:
         raise ValueError("reports 为空：至少给出一个显存报告")
-    fig, axes = plt.subplots(len(reports), 1, figsize=(FIGURE_WIDTH, 2.5 * len(reports) + 0.9), sharey=True,
+    phone = check_layout(layout) == "phone"
+    fig, axes = plt.subplots(len(reports), 1, figsize=(figure_width(layout), (2.6 if phone else 2.5) * len(reports)
+                                                       + (1.5 if phone else 0.9)), sharey=True,
                              sharex=True, layout="constrained", squeeze=False)
     tops = []
     for ax, (name, report) in zip(axes[:, 0], reports.items()):
-        plot_stage_memory(report, ax=ax, title=name, legend=False)
+        plot_stage_memory(report, ax=ax, title=name, legend=False, layout=layout)
         tops.append(ax.get_ylim()[1])  # each call fits the shared axis to its own report
         ax.set_xlabel("")
     axes[0, 0].set_ylim(0, max(tops))
     axes[-1, 0].set_xlabel("流水线阶段")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     order = sorted(range(len(labels)), key=lambda i: (not labels[i].startswith("设备显存"), -i))
-    fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="outside lower center", ncol=4,
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="outside lower center",
+               ncol=2 if phone else 4,
                frameon=False, columnspacing=1.2, handlelength=1.6)
     return fig
 
 
 def plot_memory_by_batch(batch_sizes: Sequence[int], state_bytes: Sequence[float],
-                         activation_bytes: Sequence[float], seq_len: int) -> "Figure":
+                         activation_bytes: Sequence[float], seq_len: int, layout: str = "desk") -> "Figure":
     """One stacked bar per batch size B: the model states (parameters, gradients, optimizer), which
     do not depend on B, under the activations measured for B sequences of ``seq_len`` tokens; MiB."""
     import matplotlib.pyplot as plt
     if not (len(batch_sizes) == len(state_bytes) == len(activation_bytes)):
         raise ValueError("batch_sizes、state_bytes、activation_bytes 的长度必须相同")
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.5))
+    fig, ax = plt.subplots(figsize=(figure_width(layout), 3.5))
     names = [str(b) for b in batch_sizes]
     states = [v / 2**20 for v in state_bytes]
     ax.bar(names, states, color="0.7", label="参数 + 梯度 + Adam 状态")
     ax.bar(names, [a / 2**20 for a in activation_bytes], bottom=states, color=PALETTE[4], label="激活值（实测）")
-    ax.set(xlabel=f"批大小 B（序列长度 {seq_len}）", ylabel="MiB")
+    ax.set(xlabel=f"批大小 $B$（序列长度 {seq_len}）", ylabel="MiB")
     ax.grid(axis="x", visible=False)
     ax.legend(loc="upper left")
     fig.tight_layout()
@@ -149,12 +153,15 @@ _MODE_STYLE = {"none": ("o", PALETTE[0]), "selective": ("s", PALETTE[1]), "full"
 
 
 def plot_activation_check(batch_sizes: Sequence[int], modelled: Mapping[str, Sequence[float]],
-                          measured: Mapping[str, Sequence[float]], seq_len: int) -> "Figure":
+                          measured: Mapping[str, Sequence[float]], seq_len: int, layout: str = "desk") -> "Figure":
     """Saved activation bytes against micro-batch size, one colour and marker per recomputation mode:
     the model as a dashed line, the measurement as markers (MiB). ``modelled`` and ``measured`` map a
-    mode of :data:`batchlab.formulas.job.RECOMPUTE_MODES` to one value per batch size."""
+    mode of :data:`batchlab.formulas.job.RECOMPUTE_MODES` to one value per batch size. On a phone the
+    legend sits below the axes."""
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.8))
+    phone = check_layout(layout) == "phone"
+    fig, ax = plt.subplots(figsize=(figure_width(layout), 5.0 if phone else 3.8),
+                           layout="constrained" if phone else None)
     for mode in modelled:
         marker, colour = _MODE_STYLE.get(mode, ("D", PALETTE[3]))
         label = name("recompute", mode)
@@ -163,14 +170,17 @@ def plot_activation_check(batch_sizes: Sequence[int], modelled: Mapping[str, Seq
             ax.plot(batch_sizes, [v / 2**20 for v in measured[mode]], marker, color=colour, ms=7, mfc="none",
                     mew=1.6, linestyle="none", label=f"实测：{label}")
     ax.set_xticks(list(batch_sizes), [str(b) for b in batch_sizes])
-    ax.set(xlabel=f"微批次大小 b（s = {seq_len}）", ylabel="激活值（MiB）")
+    ax.set(xlabel=f"微批次大小 $b$（$s$ = {seq_len}）", ylabel="激活值（MiB）")
+    if phone:
+        fig.legend(ncol=2, loc="outside lower center", frameon=False, columnspacing=0.6, handlelength=1.3)
+        return fig
     ax.legend(ncol=2, loc="upper left")
     fig.tight_layout()
     return fig
 
 
 def plot_memory_audit(before: Mapping, after: Mapping, reported: tuple[float, float], before_label: str,
-                      after_label: str) -> "Figure":
+                      after_label: str, layout: str = "desk") -> "Figure":
     """The 4.5 audit: each setting of ``before`` (a key → the fullest stage's memory fraction before
     the change) against the same key of ``after``, the diagonal where nothing changes, and the pair
     the lecture reports as a star."""
@@ -180,14 +190,15 @@ def plot_memory_audit(before: Mapping, after: Mapping, reported: tuple[float, fl
     keys = [k for k in before if k in after]
     if not keys:
         raise ValueError("before 与 after 没有共同的设置")
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH * 0.8, 4.9))
+    phone = check_layout(layout) == "phone"
+    fig, ax = plt.subplots(figsize=(figure_width(layout, 0.8), 4.0 if phone else 4.9))
     ax.scatter([before[k] for k in keys], [after[k] for k in keys], s=22, color=PALETTE[0], alpha=0.8,
                label=f"显存模型的 {len(keys)} 种设置")
     top = max(max(before[k] for k in keys), max(after[k] for k in keys), *reported)
     ax.plot([0, top], [0, top], color="0.4", lw=1.2, ls="--", label="调整前后相等")
     ax.scatter([reported[0]], [reported[1]], marker="*", s=260, color=PALETTE[1], edgecolor="k", linewidth=0.6,
                label=f"原文报告：{reported[0]:.0%} → {reported[1]:.0%}", zorder=3)
-    ax.set(xlabel=before_label, ylabel=after_label)
+    ax.set(xlabel=phone_title(before_label, layout, most=20), ylabel=after_label)
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(PercentFormatter(1.0, decimals=0))
     ax.legend(loc="upper left")

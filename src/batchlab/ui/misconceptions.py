@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from batchlab.formulas.effects import EFFECTS
 from batchlab.lecture.verdicts import UNCHANGED_TOLERANCE
+from batchlab.page.numbers import count
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -24,22 +25,24 @@ def _wrap(title: str, width: int = 9) -> str:
     return title[:i] + "\n" + title[i + (title[i] == " "):]
 
 
-def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float = UNCHANGED_TOLERANCE) -> "Figure":
-    """One panel per quantity of :data:`batchlab.formulas.effects.EFFECTS` (three to a row), one bar
-    per change (new / old, log axis, the change named under its bar), the grey band the ±``tolerance``
-    inside which a quantity counts as unchanged."""
+def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float = UNCHANGED_TOLERANCE,
+                    layout: str = "desk") -> "Figure":
+    """One panel per quantity of :data:`batchlab.formulas.effects.EFFECTS` (three to a row, two on a
+    phone), one bar per change (new / old, log axis, the change named under its bar), the grey band the
+    ±``tolerance`` inside which a quantity counts as unchanged."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullLocator
 
     from batchlab.page.colours import PALETTE
-    from batchlab.ui.style import FIGURE_WIDTH
+    from batchlab.ui.style import check_layout, figure_width
 
     if not ratios:
         raise ValueError("ratios 为空：至少给出一种改变")
+    phone = check_layout(layout) == "phone"
     keys = [k for k in EFFECTS if all(k in r for r in ratios.values())]
-    cols = min(3, len(keys))
+    cols = min(2 if phone else 3, len(keys))
     rows = math.ceil(len(keys) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, 2.75 * rows + 0.2), sharey=True, squeeze=False,
+    fig, axes = plt.subplots(rows, cols, figsize=(figure_width(layout), (2.45 if phone else 2.75) * rows + 0.2), sharey=True, squeeze=False,
                              layout="constrained")
     for ax in axes.flat[len(keys):]:
         fig.delaxes(ax)
@@ -62,7 +65,8 @@ def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float 
         ax.yaxis.set_major_locator(FixedLocator(ticks))
         ax.yaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_formatter(lambda v, _pos: f"{v:g}")
-        ax.set_xticks(range(len(names)), names)
+        # on a phone each change's name on two lines (微批次⏎×2): two names side by side in half a column
+        ax.set_xticks(range(len(names)), [n.replace(" ", "\n", 1) if phone else n for n in names])
         ax.tick_params(axis="x", length=0)
         ax.grid(axis="x", visible=False)
         ax.set_xlim(-0.6, len(names) - 0.4)
@@ -73,18 +77,45 @@ def plot_what_moves(ratios: Mapping[str, Mapping[str, float]], tolerance: float 
     return fig
 
 
-def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floor: float | None = None) -> "Figure":
+def _same_until(histories: Sequence, split: int, tolerance: float) -> list[list[int]]:
+    """Groups (two or more) of runs whose evaluations before ``split`` samples differ by at most
+    ``tolerance`` (same samples seen): runs that share their start and differ only after it, whose
+    curves lie on one another there."""
+    def early(h) -> dict:
+        return {n: loss for n, loss in zip(h.eval_samples, h.eval_loss) if 0 < n < split}
+
+    groups: list[list[int]] = []
+    for i, h in enumerate(histories):
+        mine = early(h)
+        for group in groups:
+            theirs = early(histories[group[0]])
+            shared = mine.keys() & theirs.keys()
+            if len(shared) >= 2 and all(abs(mine[n] - theirs[n]) <= tolerance for n in shared):
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    return [g for g in groups if len(g) > 1]
+
+
+def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floor: float | None = None,
+                    layout: str = "desk") -> "Figure":
     """Eval loss against samples seen: the whole run (log axis) and, on its own scale, the part after
-    ``split`` samples, where small differences in the final loss are visible."""
+    ``split`` samples, where small differences in the final loss are visible. Runs that the eye cannot
+    tell apart before ``split`` (one start, remedies that change little or nothing before it) are said to
+    lie on one another there, in the panel.
+    Side by side on a desk, stacked on a phone."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator, NullFormatter
+    from matplotlib.ticker import MaxNLocator
 
     from batchlab.page.colours import PALETTE
-    from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS
+    from batchlab.ui.style import LINESTYLES, MARKERS, check_layout, figure_width, plain_log_ticks
 
     if len(histories) != len(labels):
         raise ValueError(f"{len(histories)} 次运行却有 {len(labels)} 个标签：每次运行一个标签")
-    fig, (whole, late) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.9), layout="constrained")
+    phone = check_layout(layout) == "phone"
+    fig, (whole, late) = plt.subplots(*((2, 1) if phone else (1, 2)), figsize=(figure_width(layout), 6.8 if phone else 3.9),
+                                      layout="constrained")
     for i, (h, label) in enumerate(zip(histories, labels)):
         look = dict(color=PALETTE[i % len(PALETTE)], ls=LINESTYLES[i % len(LINESTYLES)], lw=1.6)
         points = [(n, loss) for n, loss in zip(h.eval_samples, h.eval_loss) if n > 0]
@@ -92,52 +123,80 @@ def plot_early_late(histories: Sequence, labels: Sequence[str], split: int, floo
         tail = [(n, loss) for n, loss in points if n >= split]
         late.plot(*zip(*tail), marker=MARKERS[i % len(MARKERS)], ms=4, **look)
     whole.set_xscale("log")
-    whole.xaxis.set_minor_formatter(NullFormatter())  # minor labels on a log axis overlap
+    samples = [n for h in histories for n in h.eval_samples if n > 0]
+    plain_log_ticks(whole.xaxis, min(samples), max(samples), most=4 if phone else 5)
     whole.axvline(split, color="0.5", ls="--", lw=1)
+    losses = [loss for h in histories for loss in h.eval_loss]
+    # closer than 1.5 % of the panel's height (a few pixels, about the lines' width): a reader cannot
+    # tell the curves apart, so the figure says they lie on one another
+    for group in _same_until(histories, split, 0.015 * (max(losses) - min(losses))):
+        first = histories[group[0]]
+        # an arrow from the empty lower left of the panel (every curve falls from above it) to the
+        # shared curve, a third of the way to the split on the log axis
+        start = min(n for n in first.eval_samples if n > 0)
+        at, height = next((n, loss) for n, loss in zip(first.eval_samples, first.eval_loss)
+                          if n >= start * (split / start) ** 0.35)
+        whole.annotate(f"{split} 条之前\n这 {len(group)} 条曲线几乎重合", (at, height), xytext=(0.04, 0.1),
+                       textcoords="axes fraction", ha="left", va="bottom", fontsize=9, color="0.25",
+                       arrowprops=dict(arrowstyle="-", color="0.4", lw=0.8))
     if floor is not None:
         whole.axhline(floor, color="k", ls=":", lw=1)
     whole.set_title("全程（对数横轴）")
     late.set_title(f"后期：{split} 条样本之后")
     late.xaxis.set_major_locator(MaxNLocator(4))  # sample counts are wide: four ticks do not touch
+    late.xaxis.set_major_formatter(lambda v, _pos: str(count(round(v))))
     for ax in (whole, late):
         ax.set_xlabel("已见样本数（序列）")
-    whole.set_ylabel("验证集损失")
-    fig.legend(loc="outside lower center", ncol=2 if len(labels) > 3 else len(labels), frameon=False)
+        if phone or ax is whole:
+            ax.set_ylabel("验证集损失")
+    ncol = 1 if phone else 2 if len(labels) > 3 else len(labels)
+    fig.legend(loc="outside lower center", ncol=ncol, frameon=False)
     return fig
 
 
 def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float | None = None,
-                  clip: float = 2.5) -> "Figure":
+                  clip: float = 2.5, layout: str = "desk") -> "Figure":
     """Final eval loss against learning rate (log axis), one line per batch size; a star on each line's
     best rate. Losses above ``clip`` × the best loss (diverged runs) are drawn at that height as ▲ with
-    their value, so they do not flatten the interesting part."""
+    their value, so they do not flatten the interesting part; neighbouring ▲ of one line share one label
+    (their values, each once), each line's labels on their own height. The legend sits below the axes,
+    over no point."""
     import matplotlib.pyplot as plt
 
     from batchlab.page.colours import PALETTE
-    from batchlab.ui.style import FIGURE_WIDTH, LINESTYLES, MARKERS
+    from batchlab.ui.style import LINESTYLES, MARKERS, check_layout, figure_width
 
     if not final_loss:
         raise ValueError("final_loss 为空：至少给出一个批大小的扫描结果")
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.8))
+    phone = check_layout(layout) == "phone"
+    fig, ax = plt.subplots(figsize=(figure_width(layout), 4.2 if phone else 3.8), layout="constrained")
     ceiling = clip * min(v for losses in final_loss.values() for v in losses.values())
     for i, (batch, losses) in enumerate(sorted(final_loss.items())):
         rates = sorted(losses)
         colour = PALETTE[i % len(PALETTE)]
         ax.plot(rates, [min(losses[r], ceiling) for r in rates], marker=MARKERS[i % len(MARKERS)], ms=5,
                 ls=LINESTYLES[i % len(LINESTYLES)], color=colour, label=f"B = {batch}")
-        for r in rates:
+        runs: list[list[float]] = []  # neighbouring clipped rates of this line
+        for k, r in enumerate(rates):
             if losses[r] > ceiling:
                 ax.plot([r], [ceiling], marker="^", ms=9, color=colour)
-                ax.annotate(f"{losses[r]:.1f}", (r, ceiling), xytext=(0, 7), textcoords="offset points", fontsize=9,
-                            ha="center", va="bottom", color=colour)
+                if runs and rates[k - 1] == runs[-1][-1]:
+                    runs[-1].append(r)
+                else:
+                    runs.append([r])
+        for run in runs:
+            values = list(dict.fromkeys(f"{losses[r]:.1f}" for r in run))  # each value once
+            at = run[0] * (run[-1] / run[0]) ** 0.5
+            ax.annotate("、".join(values), (at, ceiling), xytext=(0, 7 + 12 * i), textcoords="offset points",
+                        fontsize=9, ha="center", va="bottom", color=colour)
         best = min(rates, key=losses.get)
         ax.plot([best], [losses[best]], marker="*", ms=14, color=colour, mec="k")
     if floor is not None:
         ax.axhline(floor, color="k", ls=":", lw=1, label="损失下限（熵率）")
     ax.set_xscale("log")
-    ax.set_ylim(top=ceiling * 1.12)  # room for the diverged runs' labels
+    ax.set_ylim(top=ceiling * (1.12 + 0.06 * len(final_loss)))  # room for the diverged runs' labels
     ax.set_xlabel("学习率")
-    ax.set_ylabel("相同样本预算后的验证损失")
-    ax.legend(loc="upper left")
-    fig.tight_layout()
+    ax.set_ylabel("相同样本预算后的验证损失" if not phone else "相同样本预算后\n的验证损失")
+    fig.legend(loc="outside lower center", ncol=len(final_loss) + (floor is not None) if not phone else 2,
+               frameon=False)
     return fig

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING
 
 from batchlab.page.colours import PALETTE
 from batchlab.page.noise import CloudLike, ErrorStatsLike, NoiseView
-from batchlab.ui.style import FIGURE_WIDTH, new_axes
+from batchlab.page.symbols import mathtext
+
+_G_B = mathtext("G_B").strip("$")  # the book's one rendering of G_B, inside this module's formulas
+from batchlab.ui.style import FIGURE_WIDTH, check_layout, figure_width, new_axes, plain_log_ticks
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -19,39 +22,45 @@ __all__ = ["plot_estimate_error", "plot_gradient_cloud", "plot_variance_curve", 
            "draw_noise_explorer"]
 
 
-def plot_estimate_error(stats: ErrorStatsLike) -> "Figure":
+def plot_estimate_error(stats: ErrorStatsLike, layout: str = "desk") -> "Figure":
     """Relative error and cosine of mini-batch gradient estimates against batch size (log axes),
-    with the sampling-theory curve; ``stats`` comes from :func:`batchlab.measure.noise.minibatch_error`."""
+    with the sampling-theory curve; ``stats`` comes from :func:`batchlab.measure.noise.minibatch_error`.
+    Side by side on a desk, stacked on a phone."""
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH, 3.9), layout="constrained")
+    phone = check_layout(layout) == "phone"
+    fig, (ax1, ax2) = plt.subplots(*((2, 1) if phone else (1, 2)), figsize=(figure_width(layout), 6.4 if phone else 3.9),
+                                   layout="constrained")
     # B = N has zero error, which a log axis cannot show.
     keep = [i for i, e in enumerate(stats.rel_error_theory) if e > 0]
     b = [stats.batch_sizes[i] for i in keep]
-    ax1.loglog(b, [stats.rel_error[i] for i in keep], "o-", ms=6, label="实测 ‖G_B - G‖ / ‖G‖")
-    ax1.loglog(b, [stats.rel_error_theory[i] for i in keep], "k--", label="理论：√(tr Σ/B · (N-B)/(N-1)) / ‖G‖")
+    ax1.loglog(b, [stats.rel_error[i] for i in keep], "o-", ms=6, label=f"实测 $\\|{_G_B}-G\\|\\,/\\,\\|G\\|$")
+    ax1.loglog(b, [stats.rel_error_theory[i] for i in keep], "k--",
+               label=r"理论：$\sqrt{\mathrm{tr}\,\Sigma/B\cdot(N-B)/(N-1)}\,/\,\|G\|$")
     # The plain 1/√B law (i.i.d. draws), anchored at the smallest B: the finite-population curve bends below it.
     anchor = stats.rel_error_theory[keep[0]] * b[0] ** 0.5
-    ax1.loglog(b, [anchor / v ** 0.5 for v in b], ":", color="0.4", lw=1.6, label="1/√B 参考线")
-    ax1.set_xlabel("批大小 B")
+    ax1.loglog(b, [anchor / v ** 0.5 for v in b], ":", color="0.4", lw=1.6, label=r"$1/\sqrt{B}$ 参考线")
+    ax1.set_xlabel("批大小 $B$")
     ax1.set_ylabel("相对误差")
     ax2.semilogx(stats.batch_sizes, stats.cosine, "s-", color=PALETTE[1], ms=6)
     ax2.set_ylim(0, 1.02)
-    ax2.set_xlabel("批大小 B")
-    ax2.set_ylabel("与全量梯度的余弦相似度")
+    ax2.set_xlabel("批大小 $B$")
+    ax2.set_ylabel("与全量梯度的余弦相似度" if not phone else "余弦相似度")
     for ax in (ax1, ax2):  # the batch sizes as ticks, every other one when there are many
-        _batch_ticks(ax, stats.batch_sizes)
-    fig.legend(loc="outside lower center", ncol=2, frameon=False)
+        _batch_ticks(ax, stats.batch_sizes, most=5 if phone else 8)
+    errors = [stats.rel_error[i] for i in keep] + [stats.rel_error_theory[i] for i in keep]
+    plain_log_ticks(ax1.yaxis, min(errors), max(errors), most=4)
+    fig.legend(loc="outside lower center", ncol=1 if phone else 2, frameon=False)
     return fig
 
 
-def _batch_ticks(ax: "Axes", batch_sizes: list[int]) -> None:
-    """Major ticks at the batch sizes (1, 2, 4, … read better than 10⁰, 10¹) — every other one beyond
-    eight, so that they do not touch — and no minor ticks (they add nothing and cost redraw time)."""
+def _batch_ticks(ax: "Axes", batch_sizes: list[int], most: int = 8) -> None:
+    """Major ticks at the batch sizes (1, 2, 4, … read better than 10⁰, 10¹) — every other (third …) one
+    beyond ``most``, so that they do not touch — and no minor ticks (they add nothing and cost redraw time)."""
     from matplotlib.ticker import NullLocator
 
     sizes = list(batch_sizes)
-    shown = sizes if len(sizes) <= 8 else sizes[::2]
+    shown = sizes[::-(-len(sizes) // most)]
     ax.set_xticks(shown, [str(v) for v in shown])
     ax.xaxis.set_minor_locator(NullLocator())
 
@@ -63,7 +72,8 @@ def _batch_index(batch_sizes: list[int], batch_size: int, what: str) -> int:
         raise ValueError(f"batch_size = {batch_size!r}：不在{what}的批大小 {list(batch_sizes)} 之中") from None
 
 
-def plot_gradient_cloud(cloud: CloudLike, batch_size: int, ax: "Axes | None" = None) -> "Figure":
+def plot_gradient_cloud(cloud: CloudLike, batch_size: int, ax: "Axes | None" = None,
+                        layout: str = "desk") -> "Figure":
     """Scatter of the mini-batch gradient estimates G_B for one B around the full gradient G, in the
     plane of :func:`batchlab.measure.noise.gradient_cloud`. The axis limits cover the clouds of *all* batch
     sizes, so moving B shows the cloud shrink instead of the axes rescaling.
@@ -81,24 +91,24 @@ def plot_gradient_cloud(cloud: CloudLike, batch_size: int, ax: "Axes | None" = N
         ax.set_title(title)
         return ax.figure
     own_figure = ax is None
-    fig, ax = new_axes(ax, figsize=(4.6, 4.0))
+    fig, ax = new_axes(ax, figsize=(4.6, 4.0) if check_layout(layout) == "desk" else (figure_width(layout), 3.6))
     every = np.concatenate([*cloud.points, cloud.center[None, :], np.zeros((1, 2))])
     lo, hi = every.min(axis=0), every.max(axis=0)
     # One scale on both axes (a round cloud must look round), a little margin, G and 0 inside.
     half = 0.56 * (hi - lo).max()
     mid = 0.5 * (hi + lo)
     scatter = ax.scatter(pts[:, 0], pts[:, 1], s=9, alpha=0.45, color=PALETTE[0], linewidths=0,
-                         label="小批量估计 G_B", zorder=2)
+                         label=f"小批量估计 {mathtext('G_B')}", zorder=2)
     cx, cy = cloud.center
     arrow = ax.annotate("", xy=(cx, cy), xytext=(0.0, 0.0),
                         arrowprops=dict(arrowstyle="->", color="black", lw=1.4), zorder=3)
     (star,) = ax.plot([cx], [cy], marker="*", markersize=14, color=PALETTE[3], linestyle="none",
-                      label="全量梯度 G", zorder=4)
+                      label="全量梯度 $G$", zorder=4)
     ax.set_xlim(mid[0] - half, mid[0] + half)
     ax.set_ylim(mid[1] - half, mid[1] + half)
     ax.set_aspect("equal", adjustable="box")
-    ax.set_xlabel("沿 G 方向的分量（e1）")
-    ax.set_ylabel("横向散布最大的方向（e2）")
+    ax.set_xlabel("沿 $G$ 方向的分量（$e_1$）")
+    ax.set_ylabel("横向散布最大的方向（$e_2$）")
     ax.set_title(title)
     ax.legend(loc="upper left")
     ax._batchlab_cloud = {"cloud": cloud, "scatter": scatter, "on_top": [arrow, star]}
@@ -107,7 +117,8 @@ def plot_gradient_cloud(cloud: CloudLike, batch_size: int, ax: "Axes | None" = N
     return fig
 
 
-def plot_variance_curve(stats: ErrorStatsLike, batch_size: int, ax: "Axes | None" = None) -> "Figure":
+def plot_variance_curve(stats: ErrorStatsLike, batch_size: int, ax: "Axes | None" = None,
+                        layout: str = "desk") -> "Figure":
     """E‖G_B − G‖² against B on log–log axes: measured points, the sampling-theory curve
     tr(Σ)/B · (N − B)/(N − 1) and the chosen B marked. ``stats`` comes from
     :func:`batchlab.measure.noise.minibatch_error`; B = N (zero error) cannot sit on a log axis and is left out.
@@ -123,32 +134,37 @@ def plot_variance_curve(stats: ErrorStatsLike, batch_size: int, ax: "Axes | None
         state["marker"].set_data([batch_size] if y_mark else [], [y_mark] if y_mark else [])
         return ax.figure
     own_figure = ax is None
-    fig, ax = new_axes(ax, figsize=(4.6, 4.0))
+    phone = check_layout(layout) == "phone"
+    fig, ax = new_axes(ax, figsize=(figure_width(layout), 4.2) if phone else (4.6, 4.0))
     b = [stats.batch_sizes[j] for j in keep]
     ax.loglog(b, [stats.sq_error_theory[j] for j in keep], "k--", lw=1.2,
-              label="理论 tr(Σ)/B · (N-B)/(N-1)")
+              label=r"理论 $\mathrm{tr}(\Sigma)/B\cdot(N-B)/(N-1)$")
     iid = getattr(stats, "sq_error_iid", None)
     if iid is not None:  # the plain 1/B law of infinite data, for comparison
-        ax.loglog(b, [iid[j] for j in keep], ":", color="0.5", lw=1.2, label="1/B 直线 tr(Σ)/B")
+        ax.loglog(b, [iid[j] for j in keep], ":", color="0.5", lw=1.2, label=r"$1/B$ 直线 $\mathrm{tr}(\Sigma)/B$")
     ax.loglog(b, [max(stats.sq_error[j], 1e-300) for j in keep], "o", color=PALETTE[0], ms=5,
-              label="实测 E‖G_B - G‖²")
+              label=f"实测 $\\mathbb{{E}}\\|{_G_B}-G\\|^2$")
     vline = ax.axvline(batch_size, color=PALETTE[3], lw=1.0, alpha=0.7)
     (marker,) = ax.plot([batch_size] if y_mark else [], [y_mark] if y_mark else [], "o", ms=11, mfc="none",
-                        mec=PALETTE[3], mew=2, label="当前 B")
+                        mec=PALETTE[3], mew=2, label="当前 $B$")
     # The vertical line may move to B = N, off the plotted points: keep every listed B in view.
     ax.set_xlim(min(stats.batch_sizes) / 1.5, max(stats.batch_sizes) * 1.5)
     # The batch sizes themselves as ticks (1, 2, 4, … read better than 10⁰, 10¹), and no minor ticks:
     # they add nothing here and cost a third of each interactive redraw.
     from matplotlib.ticker import LogLocator, NullLocator
 
-    _batch_ticks(ax, stats.batch_sizes)
+    _batch_ticks(ax, stats.batch_sizes, most=5 if phone else 8)
     ax.yaxis.set_major_locator(LogLocator(numticks=5))
     ax.yaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("批大小 B")
-    ax.set_ylabel("E‖G_B - G‖²")
-    ax.set_title("误差随 B 按 1/B 下降")
-    ax.legend(loc="lower left")
+    ax.set_xlabel("批大小 $B$")
+    ax.set_ylabel(f"$\\mathbb{{E}}\\|{_G_B}-G\\|^2$")
+    ax.set_title("误差随 $B$ 按 $1/B$ 下降")
     ax._batchlab_variance = {"stats": stats, "vline": vline, "marker": marker}
+    if own_figure and phone:  # below the axes: a phone's axes have no empty corner as wide as the legend
+        fig.set_layout_engine("constrained")
+        fig.legend(loc="outside lower center", ncol=1, frameon=False)
+        return fig
+    ax.legend(loc="lower left")
     if own_figure:
         fig.tight_layout()
     return fig

@@ -10,7 +10,7 @@ from matplotlib.ticker import NullLocator
 from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, pipeline_timeline
 from batchlab.page.colours import PALETTE
 from batchlab.page.tradeoff import TradeoffView
-from batchlab.ui.style import FIGURE_WIDTH, clear_artists, new_axes
+from batchlab.ui.style import FIGURE_WIDTH, check_layout, clear_artists, figure_width, new_axes, phone_title
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -31,15 +31,18 @@ MAX_DRAWN_OPS = 2048
 
 
 def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title: str | None = None,
-                           unit: str = "时间（以一次前向计算为单位）", labels: bool | None = None) -> "Figure":
+                           unit: str = "时间（以一次前向计算为单位）", labels: bool | None = None,
+                           layout: str = "desk") -> "Figure":
     """Gantt chart of a pipeline step (simulated or measured): one row per stage, one colour per
     micro-batch; forward boxes light, backward boxes dark, gaps are the bubble. ``unit`` labels the
     time axis (measured timelines are in seconds); ``labels`` writes 前0, 反0, … (forward, backward) in the
     boxes — not "B", which the book keeps for a batch size — (default: when there are at most 80 boxes,
-    beyond which they are unreadable and slow to draw)."""
+    beyond which they are unreadable and slow to draw; a box too narrow for its number stays blank). On
+    a phone (``layout``) the stages are numbered without 阶段 and a long title takes two lines."""
     p = timeline.pipeline_stages
     own_figure = ax is None
-    fig, ax = new_axes(ax, figsize=(FIGURE_WIDTH, 0.55 * p + 1.4))
+    phone = check_layout(layout) == "phone"
+    fig, ax = new_axes(ax, figsize=(figure_width(layout), 0.55 * p + 1.4))
     labels = len(timeline.ops) <= 80 if labels is None else labels
     # One collection per (stage, kind) instead of one bar per op: a step of p·m ops redraws in
     # milliseconds, which the explorer needs.
@@ -63,28 +66,35 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
         # A box narrower than "前10" at 8.5 pt shows the micro-batch alone (its shade says which kind).
         span = max(op.end for op in timeline.ops) * 1.1
         points_per_unit = ax.get_position().width * fig.get_figwidth() * 72 / span
-        roomy = {kind: min(op.end - op.start for op in timeline.ops if op.kind == kind) * points_per_unit
-                 >= 8.5 * (1 + 0.6 * len(str(timeline.num_microbatches - 1))) for kind in BOX_MARK}
+        narrowest = {kind: min(op.end - op.start for op in timeline.ops if op.kind == kind) * points_per_unit
+                     for kind in BOX_MARK}
+        digits = 8.5 * 0.6 * len(str(timeline.num_microbatches - 1)) + 1
+        roomy = {kind: narrowest[kind] >= 8.5 + digits for kind in BOX_MARK}
         for op in timeline.ops:
+            if narrowest[op.kind] < digits:  # not even the number fits: the colour says which micro-batch
+                continue
             ax.text((op.start + op.end) / 2, op.stage, f"{BOX_MARK[op.kind] if roomy[op.kind] else ''}{op.microbatch}",
                     ha="center", va="center", fontsize=8.5)
     # beyond 8 rows, plain numbers: 16 rows of Chinese tick labels cost a third of a redraw
-    ax.set_yticks(range(p), [f"阶段 {s}" if p <= 8 else str(s) for s in range(p)])
+    ax.set_yticks(range(p), [f"阶段 {s}" if p <= 8 and not phone else str(s) for s in range(p)])
+    if phone or p > 8:
+        ax.set_ylabel("阶段")
     ax.invert_yaxis()
     ax.set_xlabel(unit)
     ax.grid(False)
     name = SCHEDULES.get(timeline.schedule, timeline.schedule)
-    ax.set_title(title or f"{name}：{p} 个阶段，{timeline.num_microbatches} 个微批次，"
-                 f"气泡占比 {timeline.idle_fraction:.1%}")
+    ax.set_title(phone_title(title or f"{name}：{p} 个阶段，{timeline.num_microbatches} 个微批次，"
+                             f"气泡占比 {timeline.idle_fraction:.1%}", layout))
     if own_figure:  # a caller that passes ``ax`` lays out its own figure
         fig.tight_layout()
     return fig
 
 
 def plot_pipeline_timelines(timelines: Sequence["Timeline"], titles: Sequence[str] | None = None,
-                            units: Sequence[str] | None = None, labels: bool | None = None) -> "Figure":
-    """:func:`plot_pipeline_timeline` of several steps, one row each, as wide as the book's column;
-    ``titles`` and ``units`` (one per timeline) default to that function's."""
+                            units: Sequence[str] | None = None, labels: bool | None = None,
+                            layout: str = "desk") -> "Figure":
+    """:func:`plot_pipeline_timeline` of several steps, one row each, as wide as the book's column (or a
+    phone's: ``layout``); ``titles`` and ``units`` (one per timeline) default to that function's."""
     import matplotlib.pyplot as plt
 
     if not timelines:
@@ -92,23 +102,25 @@ def plot_pipeline_timelines(timelines: Sequence["Timeline"], titles: Sequence[st
     for name, given in (("titles", titles), ("units", units)):
         if given is not None and len(given) != len(timelines):
             raise ValueError(f"{name} 有 {len(given)} 项，时间线有 {len(timelines)} 条：每条一项")
-    heights = [0.42 * t.pipeline_stages + 0.9 for t in timelines]
-    fig, axes = plt.subplots(len(timelines), 1, figsize=(FIGURE_WIDTH, sum(heights) + 0.2), squeeze=False,
+    extra = 0.3 if check_layout(layout) == "phone" else 0.0  # a two-line title
+    heights = [0.42 * t.pipeline_stages + 0.9 + extra for t in timelines]
+    fig, axes = plt.subplots(len(timelines), 1, figsize=(figure_width(layout), sum(heights) + 0.2), squeeze=False,
                              gridspec_kw={"height_ratios": heights}, layout="constrained")
     for i, (ax, timeline) in enumerate(zip(axes[:, 0], timelines)):
         kwargs = {"unit": units[i]} if units is not None else {}
         plot_pipeline_timeline(timeline, ax=ax, title=titles[i] if titles is not None else None, labels=labels,
-                               **kwargs)
+                               layout=layout, **kwargs)
     return fig
 
 
-def plot_tradeoff(candidates: list[dict], current: int, ax: "Axes | None" = None) -> "Figure":
+def plot_tradeoff(candidates: list[dict], current: int, ax: "Axes | None" = None,
+                  layout: str = "desk") -> "Figure":
     """Modelled tokens/s against micro-batch size, one point per candidate of
     :func:`batchlab.formulas.tune.tune`: the current choice circled, the best that fits starred, sizes that do not
     fit in memory crossed in red. Each point is labelled with its bubble fraction, above the point and
     clear of the circle and the star."""
     colours = PALETTE
-    fig, ax = new_axes(ax, figsize=(FIGURE_WIDTH * 0.75, 3.6))
+    fig, ax = new_axes(ax, figsize=(figure_width(layout, 0.75), 3.6))
     sizes = [c["micro_batch_size"] for c in candidates]
     rates = [c["tokens_per_second"] for c in candidates]
     ax.plot(sizes, rates, "-", color="0.6", lw=1)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import matplotlib as mpl
@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["CJK_FONTS", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "setup",
-           "prepare_colab",
+           "prepare_colab", "LAYOUTS", "PHONE_PX", "PHONE_WIDTH", "PHONE_METADATA", "figure_width",
+           "check_layout", "figure_png", "show_figure", "plain_log_ticks", "phone_title",
            "find_cjk_font", "new_axes", "clear_artists", "canvas_png", "show_png"]
 
 # Noto Sans CJK SC first (Debian fonts-noto-cjk, Binder's apt.txt); JP is the same .ttc seen by older
@@ -40,6 +41,21 @@ MIN_TEXT_PT = 8.0
 FIGURE_WIDTH = COLUMN_PX / DPI - 0.01
 """Inches: a figure this wide is exactly as many pixels as the column (shown unscaled, 110/96 of
 its point sizes)."""
+
+LAYOUTS = ("desk", "phone")
+"""The two drawings of every book figure: ``desk`` for the 760 px column (also what Jupyter and the PDF
+show), ``phone`` for a phone's column (stacked panels, fewer ticks, shorter labels), served to a narrow
+screen by the page (booktools.picture)."""
+PHONE_PX = 358
+"""The content column, in CSS pixels, of a 390 px phone: a phone figure's PNG is at most this wide, so
+it is shown at its own size and its smallest text stays 8.5 × 110/96 ≈ 9.7 pt."""
+PHONE_PAD = 0.05
+"""Inches of margin around a phone figure's drawn area (the inline backend's 0.1 is 22 px of a 358 px column)."""
+PHONE_WIDTH = PHONE_PX / DPI - 2 * PHONE_PAD - 0.05
+"""Inches: a phone figure this wide, cut to its drawn area plus :data:`PHONE_PAD`, fits :data:`PHONE_PX`."""
+PHONE_METADATA = "batchlab/phone"
+"""The key of a figure output's metadata that carries its phone PNG (Jupyter shows the desk PNG; nbval
+does not compare metadata; booktools.picture writes it beside the desk PNG)."""
 
 # Point sizes of the book's figures: shown at DPI in a 760 px column, 8.5 pt is ~9.7 pt on the page.
 _FONT_SIZES = {"font.size": 10.0, "axes.titlesize": 10.5, "axes.labelsize": 10.0, "xtick.labelsize": 9.5,
@@ -105,6 +121,95 @@ def prepare_colab(apt_packages: Sequence[str] = ("fonts-noto-cjk",)) -> None:
     from google.colab import output   # only on Colab
 
     output.enable_custom_widget_manager()
+
+def check_layout(layout: str) -> str:
+    """``layout`` if it is one of :data:`LAYOUTS`, else a ValueError that lists them."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout = {layout!r}：只能是 {' 或 '.join(LAYOUTS)}")
+    return layout
+
+
+def figure_width(layout: str = "desk", share: float = 1.0) -> float:
+    """Inches of a figure drawn for ``layout``: ``share`` of the desk column's width, or the whole phone
+    column (a phone figure is never narrower than the column it fills)."""
+    return FIGURE_WIDTH * share if check_layout(layout) == "desk" else PHONE_WIDTH
+
+
+def figure_png(fig: "Figure", layout: str = "desk") -> bytes:
+    """``fig`` as the book shows it: PNG at its dpi, cut to its drawn area as Jupyter's inline backend
+    cuts it (0.1 inch of margin on a desk, :data:`PHONE_PAD` on a phone); the pHYs chunk records the
+    dpi, from which the page's check reads the text size."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight",
+                pad_inches=0.1 if check_layout(layout) == "desk" else PHONE_PAD, facecolor="white")
+    return buffer.getvalue()
+
+
+def show_figure(draw: Callable[..., "Figure"], /, *args, **kwargs) -> None:
+    """Show ``draw(*args, **kwargs)`` as ONE notebook output: the desk drawing (``layout="desk"``) as
+    its image, the phone drawing (``layout="phone"``) in the output's metadata under
+    :data:`PHONE_METADATA`. Jupyter and the PDF show the desk figure; the web page serves the phone one
+    to a narrow screen. Both figures are closed, so the inline backend does not show them again."""
+    import base64
+
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    pngs, text = {}, ""
+    for layout in LAYOUTS:
+        fig = draw(*args, layout=layout, **kwargs)
+        pngs[layout] = base64.b64encode(figure_png(fig, layout)).decode("ascii")
+        text = text or repr(fig)
+        plt.close(fig)
+    display({"image/png": pngs["desk"], "text/plain": text},
+            metadata={PHONE_METADATA: {"image/png": pngs["phone"]}}, raw=True)
+
+
+PHONE_TITLE_CHARS = 16
+"""CJK characters a phone figure's title holds on one line (at 10.5 pt, 3.1 inches)."""
+
+
+def phone_title(title: str, layout: str = "desk", most: int = PHONE_TITLE_CHARS) -> str:
+    """``title`` as drawn for ``layout``: on a phone, a title longer than ``most`` CJK characters (a
+    Latin character counts half) is broken after the punctuation mark (：，；) or before the bracket (（)
+    nearest its middle; on a desk, unchanged."""
+    if check_layout(layout) == "desk" or "\n" in title:
+        return title
+    widths = [1.0 if ord(ch) >= 0x2E80 else 0.55 for ch in title]
+    if sum(widths) <= most:
+        return title
+    half, run, best = sum(widths) / 2, 0.0, None
+    for i, (ch, w) in enumerate(zip(title, widths)):
+        cut = i if ch == "（" else i + 1 if ch in "：，；" else None  # where the second line starts
+        run += w
+        if cut and cut < len(title) and (best is None or abs(run - half) < abs(best[1] - half)):
+            best = (cut, run)
+    if best is None:
+        return title
+    return title[:best[0]] + "\n" + title[best[0]:].lstrip()
+
+
+def plain_log_ticks(axis, low: float, high: float, most: int = 5, base: int = 2) -> None:
+    """Major ticks of a log ``axis`` (``ax.xaxis``) at powers of ``base`` between ``low`` and ``high``,
+    every k-th so that at most ``most`` remain, labelled as plain numbers (128, 1,024, 0.25), no minor
+    labels: a log axis over less than a decade otherwise shows one label (10³) or none."""
+    import math
+
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    from batchlab.page.numbers import count
+
+    lo, hi = math.ceil(math.log(low, base) - 1e-9), math.floor(math.log(high, base) + 1e-9)
+    exps = list(range(lo, hi + 1)) or [round(math.log(low, base))]
+    step = max(1, math.ceil(len(exps) / most))
+    ticks = [float(base) ** e for e in exps[::step]]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(lambda v, _pos: str(count(round(v))) if v >= 1 else f"{v:.3g}")
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
+
 
 def new_axes(ax: "Axes | None", figsize: tuple[float, float] | None = None) -> tuple["Figure", "Axes"]:
     """``ax``'s figure and ``ax``, or a new pyplot figure with one axes of ``figsize``."""

@@ -1,6 +1,7 @@
 /* What a reader sees of a page's layout (booktools/layout.py, `measure()`): overflow out of the main
  * column, clipped content, equations that neither fit nor scroll, the code column's
- * width in characters, ASCII spaces between Chinese characters, and every figure as shown.
+ * width in characters, ASCII spaces between Chinese characters, every figure as shown (and whether
+ * its box scrolls sideways) and every displayed formula's width against the room it has.
  * Called by Playwright with [cjkClass]; returns the fields of `LayoutReport`. */
 ([cjkClass]) => {
   const root = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
@@ -78,14 +79,20 @@
     for (let p = img.parentElement; p && p !== root.parentElement; p = p.parentElement) {
       if (scrolls(getComputedStyle(p))) { box = p; break; }
     }
+    // kind: a chapter's figure (<figure>), an explorer's frozen image (widget output) or another image
+    const kind = img.closest('figure') ? 'figure'
+               : img.closest('.jupyter-widgets, .widget-subarea, .jp-RenderedImage, .widget-output') ? 'widget' : 'other';
     figures.push({element: desc(img).replace(/ «.*$/, ''), src: img.currentSrc || img.src,
                   natural: [img.naturalWidth, img.naturalHeight], shown: Math.round(r.width * 100) / 100,
-                  scroll_box: box ? Math.round(box.clientWidth) : null});
+                  left: Math.round(r.left * 10) / 10, right: Math.round(r.right * 10) / 10, kind,
+                  scroll_box: box ? Math.round(box.clientWidth) : null,
+                  // the box really scrolls sideways: what it holds is wider than what it shows
+                  box_scrolls: box ? box.scrollWidth > box.clientWidth + tol : false});
   }
   const doc = document.documentElement;
   const pageScroll = Math.max(doc.scrollWidth, document.body.scrollWidth) - vw;
 
-  const math = [];
+  const math = [], formulas = [];
   const displays = [...root.querySelectorAll('mjx-container[display="true"], mjx-container[display]')];
   for (const m of displays) {
     const r = m.getBoundingClientRect();
@@ -95,6 +102,9 @@
     const box = m.parentElement.getBoundingClientRect();
     const fits = inner.width <= Math.min(box.width, right - left) + tol
                  && inner.right <= right + tol && inner.left >= left - tol;
+    // every displayed formula, scroll box or not: a reader should not have to scroll one
+    formulas.push({element: desc(m.closest('.math') || m), width: Math.round(inner.width),
+                   available: Math.round(Math.min(box.width, right - left)), fits});
     if (!fits && !scrolls(getComputedStyle(m)) && !inScrollBox(m)) {
       math.push({element: desc(m.closest('.math') || m), width: Math.round(inner.width),
                  available: Math.round(Math.min(box.width, right - left))});
@@ -152,6 +162,6 @@
     }
   }
   return {overflow, clipped, page_scroll: Math.max(0, Math.round(pageScroll)),
-          math_overflow: math, display_math: displays.length, code_columns: codeColumns,
+          math_overflow: math, display_math: displays.length, formulas, code_columns: codeColumns,
           cjk_spaces: spaces, figures, column: [Math.round(left), Math.round(right)]};
 }
