@@ -50,7 +50,7 @@ def test_leaves_code_math_and_latin_alone():
 
 
 def test_formula_and_its_closing_punctuation_stay_on_one_line():
-    # booktools.cjk_glue: “$B$），” must not leave “），” to start the next rendered line
+    # booktools.cjk_glue: “$B$），” or “`code`）” must not leave “），” to start the next rendered line
     from booktools.cjk_glue import glue
     p = _para(nodes.Text("批大小 "), nodes.math("", "B"), nodes.Text("），其余 "), nodes.math("", "m"),
               nodes.Text(" 个"), nodes.math("", "x"), nodes.Text("。"))
@@ -59,6 +59,8 @@ def test_formula_and_its_closing_punctuation_stay_on_one_line():
     assert [b.astext() for b in boxes] == ["B），", "x。"] and all(b["classes"] == ["bl-glue"] for b in boxes)
     assert p.astext() == "批大小 B），其余 m 个x。"
     assert glue(_para(nodes.math("", "y"), nodes.Text(" 与"))) == 0
+    code = _para(nodes.Text("传 "), nodes.literal("", "--use-flash-attn"), nodes.Text("）；"))
+    assert glue(code) == 1 and code.children[1].astext() == "--use-flash-attn）；"
 
 
 def test_no_formula_before_unglued_punctuation_on_a_page(built):
