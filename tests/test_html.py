@@ -33,9 +33,9 @@ VENDOR = ROOT / "book" / "_vendor"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)  # http://, https://, //host
 
-# Vendored files (scripts/vendor_js.sh) and where the pages must find them.
-REQUIRE_JS = "_static/requirejs/require.js"
-EMBED_AMD_JS = "_static/jupyter-widgets/embed-amd.js"
+# Vendored files (scripts/vendor_js.sh) and where the pages must find them. No widget manager: the frozen
+# explorers are HTML (booktools.frozen), so require.js and embed-amd.js are neither vendored nor loaded.
+WIDGET_MANAGER = ("require.js", "embed-amd.js")
 MATHJAX_JS = "_static/mathjax/es5/tex-mml-chtml.js"
 MATHJAX_FONT = "_static/mathjax/es5/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"
 MATHJAX_EXT = "_static/mathjax/es5/input/tex/extensions/boldsymbol.js"
@@ -86,29 +86,49 @@ def test_chapter_page_has_chinese_text_and_figures(built, doc):
     assert ok, f"{doc}.html: no <img> pointing at an existing file under _images/ (srcs: {images})"
 
 
+def _notebook_state(docname: str) -> dict:
+    nb = nbformat.read(ROOT / f"{docname}.ipynb", as_version=4)
+    return nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+
+
 @pytest.mark.parametrize("doc", CHAPTERS)
-def test_chapter_page_embeds_widget_state(built, doc):
+def test_chapter_page_shows_its_explorers_frozen_without_a_widget_manager(built, doc):
+    """Each widget view the notebook saved is a frozen explorer written as HTML (booktools.frozen): every
+    control of the saved state shown, inert, and every saved figure as an image file; the page embeds no
+    widget state and loads no widget manager (issue 29: 4.4 MB of embed-amd.js before any text)."""
     model_ids = _notebook_model_ids(doc)
     soup = built.soup(doc)
-    states = soup.find_all("script", attrs={"type": WIDGET_STATE})
-    if not model_ids:
-        assert not states, f"{doc}.html embeds widget state but the notebook shows no widgets"
-        return
-    assert len(states) == 1, f"{doc}.html: expected one {WIDGET_STATE} script, found {len(states)}"
-    state = json.loads(states[0].string)["state"]
-    # the build publishes the committed outputs (execute_notebooks: off): compare the counts, and
-    # every view against the page's embedded state
-    views = [json.loads(s.string)["model_id"]
-             for s in soup.find_all("script", attrs={"type": WIDGET_VIEW})]
-    assert len(views) == len(model_ids), (
-        f"{doc}.html shows {len(views)} widget views, the notebook {len(model_ids)}")
-    missing = [m for m in views if m not in state]
-    assert not missing, f"{doc}.html: widget views without embedded state: {missing}"
+    assert not soup.find_all("script", attrs={"type": WIDGET_STATE})
+    assert not soup.find_all("script", attrs={"type": WIDGET_VIEW})
     srcs = [s.get("src", "").split("?")[0] for s in soup.find_all("script", src=True)]
-    req = [i for i, s in enumerate(srcs) if s.endswith(REQUIRE_JS)]
-    emb = [i for i, s in enumerate(srcs) if s.endswith(EMBED_AMD_JS)]
-    assert len(req) == 1 and len(emb) == 1 and req[0] < emb[0], (
-        f"{doc}.html must load require.js once, then embed-amd.js once: {srcs}")
+    assert not [s for s in srcs if s.endswith(WIDGET_MANAGER)], f"{doc}.html loads a widget manager: {srcs}"
+    frozen = soup.select(".bl-frozen")
+    assert len(frozen) == len(model_ids), f"{doc}.html shows {len(frozen)} frozen explorers, the notebook {len(model_ids)}"
+    state = _notebook_state(doc)
+    for view, model_id in zip(frozen, model_ids):
+        expected = render_check.expected_frozen(state, model_id)
+        controls = view.select(".bl-frozen-control")
+        assert len(controls) == expected["controls"] > 0, (doc, len(controls), expected)
+        assert all(c.has_attr("disabled") for c in view.select(".bl-frozen-control input, select, button"))
+        images = view.select("img.bl-frozen-figure")
+        assert len(images) == expected["images"], (doc, len(images), expected)
+        for img in images:
+            target = local_target(built.page(doc), img["src"], built.html)
+            assert target and target.is_file() and target.read_bytes().startswith(b"\x89PNG"), img["src"]
+        assert view.select(".batchlab-live"), f"{doc}.html: the frozen explorer lost its live marker"
+
+
+def test_frozen_html_refuses_a_widget_it_cannot_draw():
+    """A saved widget model booktools.frozen has no drawing for fails the build, naming it (a frozen view
+    never silently loses a control)."""
+    from booktools import frozen
+
+    state = {"a": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_b"]}},
+             "b": {"model_name": "ColorPickerModel", "state": {"description": "颜色", "value": "#fff"}}}
+    with pytest.raises(ValueError, match="ColorPickerModel"):
+        frozen.frozen_html(state, "a", [])
+    with pytest.raises(ValueError, match="没有保存的状态"):
+        frozen.frozen_html(state, "missing", [])
 
 
 def test_no_external_loads(built):
@@ -185,14 +205,11 @@ def test_no_page_loads_a_script_twice(built):
         seen = {s for s in srcs if srcs.count(s) > 1}
         if seen:
             dupes.append(f"{page.relative_to(built.html)}: {sorted(seen)}")
-        has_state = soup.find("script", attrs={"type": WIDGET_STATE}) is not None
-        if not has_state and any(s.endswith(EMBED_AMD_JS) for s in srcs):
-            dupes.append(f"{page.relative_to(built.html)}: loads embed-amd.js without widgets")
     assert not dupes, "\n".join(dupes)
 
 
 def test_vendored_files_in_output(built):
-    for rel in (REQUIRE_JS, EMBED_AMD_JS, MATHJAX_JS, MATHJAX_FONT, MATHJAX_EXT):
+    for rel in (MATHJAX_JS, MATHJAX_FONT, MATHJAX_EXT):
         assert (built.html / rel).is_file(), f"vendored file missing from the build: {rel}"
     # byte-identical to what scripts/vendor_js.sh recorded
     manifest = (VENDOR / "MANIFEST.sha256").read_text().split("\n")
@@ -288,15 +305,15 @@ def test_page_renders_offline_in_chromium(built, rendered, doc, width):
         f"{doc}.html：源文件有 {len(soup.select('.math'))} 个公式，浏览器中有 {rep.math_nodes} 个")
     assert rep.mathjax >= rep.math_nodes
     assert rep.images >= len(soup.find_all("img")), f"{doc}.html：浏览器中的图片少于 HTML 中的 <img>"
-    assert len(rep.widget_areas) == len(soup.find_all("script", attrs={"type": WIDGET_VIEW}))
+    assert len(rep.frozen) == len(soup.select(".bl-frozen"))
 
 
 def test_browser_checks_were_exercised(rendered):
-    """The book has formulas and widgets, so MathJax and the widget manager were really checked."""
+    """The book has formulas and frozen explorers, so MathJax and the frozen views were really checked."""
     assert any(r.mathjax for r in rendered.values()), "没有任何页面含公式，MathJax 检查没有被执行"
     assert {r.layout.width for r in rendered.values()} == {int(w) for w in WIDTHS}
-    areas = [a for r in rendered.values() for a in r.widget_areas]
-    assert any(a["expected_images"] for a in areas), "没有任何控件输出默认图像，控件输出检查没有被执行"
+    views = [v for r in rendered.values() for v in r.frozen]
+    assert any(v["images_shown"] for v in views) and any(v["controls"] for v in views), "冻结视图检查没有被执行"
 
 
 def test_render_check_catches_broken_pages(browser, tmp_path):
@@ -318,47 +335,33 @@ def test_render_check_catches_broken_pages(browser, tmp_path):
     assert len(rep.problems()) >= 6
 
 
-def test_render_check_catches_missing_widget_manager_and_mathjax(built, browser, tmp_path):
-    """A copy of the book without the vendored widget manager and MathJax: check_page reports every
-    widget area blank and every formula raw (the failures a CDN-only build shows offline)."""
-    doc = next(d for d in CHAPTERS if _notebook_model_ids(d) and built.soup(d).select(".math"))
+def test_render_check_catches_a_frozen_explorer_without_its_figure_and_mathjax(built, browser, tmp_path):
+    """A copy of the book without a frozen explorer's figure file and without MathJax: check_page reports the
+    figure missing and every formula raw."""
+    doc = "book/4.3-memory"  # a frozen explorer with a figure, and formulas
     copy = tmp_path / "html"
     shutil.copytree(built.html, copy)
-    (copy / EMBED_AMD_JS).unlink()
+    figure = built.soup(doc).select_one("img.bl-frozen-figure")["src"]
+    local_target(copy / f"{doc}.html", figure, copy).unlink()
     (copy / MATHJAX_JS).unlink()
     rep = render_check.check_page(browser, copy / f"{doc}.html", timeout_ms=3000)
-    assert rep.widget_areas and all(a["views"] == 0 for a in rep.widget_areas), rep.widget_areas
+    assert rep.frozen and rep.frozen[0]["images_shown"] < rep.frozen[0]["images"], rep.frozen
     assert rep.math_nodes and rep.math_unrendered == rep.math_nodes and rep.mathjax == 0
-    assert any("空白" in p for p in rep.problems()) and any("MathJax" in p for p in rep.problems())
+    assert any("默认图" in p for p in rep.problems()) and any("MathJax" in p for p in rep.problems())
 
 
-def test_render_check_catches_raw_latex_in_widget_labels(built, browser, tmp_path):
-    """A widget description with LaTeX that nothing typesets (no MathJax in this copy) is reported."""
-    doc = next(d for d in CHAPTERS if '"description": "' in built.page(d).read_text(encoding="utf-8"))
+def test_render_check_catches_raw_latex_and_live_controls_in_a_frozen_explorer(built, browser, tmp_path):
+    """A frozen label with LaTeX left as source, and a frozen control a reader could move, are reported."""
+    doc = "book/4.3-memory"  # its frozen explorer has drop-downs
     copy = tmp_path / "html"
     shutil.copytree(built.html, copy)
-    (copy / MATHJAX_JS).unlink()
     page = copy / f"{doc}.html"
-    page.write_text(page.read_text(encoding="utf-8").replace('"description": "', '"description": "$b$ ', 1),
-                    encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    text = text.replace('<span class="bl-frozen-label">', '<span class="bl-frozen-label">$b$ ', 1)
+    page.write_text(text.replace('<select disabled', '<select', 1), encoding="utf-8")
     rep = render_check.check_page(browser, page, timeout_ms=3000)
-    assert any(a["raw_latex"] for a in rep.widget_areas), rep.widget_areas
-    assert any("LaTeX" in p for p in rep.problems())
-
-
-def test_widget_labels_with_latex_are_typeset(built, browser, tmp_path):
-    """ipywidgets typesets labels through MathJax 2's MathJax.Hub.Queue; book/_js/mathjax2-hub.js forwards
-    it to the book's MathJax 3, so a label with LaTeX renders as math and the console stays clean."""
-    doc = next(d for d in CHAPTERS if '"description": "' in built.page(d).read_text(encoding="utf-8"))
-    copy = tmp_path / "html"
-    shutil.copytree(built.html, copy)
-    page = copy / f"{doc}.html"
-    # \\(b\\) in the page's JSON is \(b\): the inline delimiter the book's MathJax 3 is configured with
-    page.write_text(page.read_text(encoding="utf-8").replace('"description": "', '"description": "\\\\(b\\\\) ', 1),
-                    encoding="utf-8")
-    rep = render_check.check_page(browser, page, timeout_ms=5000)
-    assert not any(a["raw_latex"] for a in rep.widget_areas), rep.widget_areas
-    assert rep.problems() == [], rep.problems()
+    assert any(v["raw_latex"] for v in rep.frozen) and any(not v["inert"] for v in rep.frozen), rep.frozen
+    assert any("LaTeX" in p for p in rep.problems()) and any("不会重新计算" in p for p in rep.problems())
 
 
 def test_screenshots_written(rendered):

@@ -1,8 +1,10 @@
 /* Live explorers for the published page (see src/booktools/live.py).
  *
- * Each explorer's frozen ipywidgets view carries a marker (.batchlab-live, with the explorer's name and
- * its context as JSON). When the reader scrolls to it or touches a control, this script starts Pyodide
- * once per page (the browser caches it across pages), unpacks the book's own Python files and asks
+ * Each explorer's frozen view (plain HTML written at build time by src/booktools/frozen.py: its controls,
+ * inert, its summary and its default figure) carries a marker (.batchlab-live, with the explorer's name and
+ * its context as JSON). When the reader is a few screens from an explorer, this script starts Pyodide
+ * once per page (the browser caches it across pages; a reader who asked to save data starts it by
+ * scrolling to an explorer or touching it instead), unpacks the book's own Python files and asks
  * batchlab.page.web for the controls, the summary and the chart; the page holds no formula.
  * The frozen view stays until the live one is ready. Opened as file:// (browsers refuse WebAssembly
  * there) or without WebAssembly, the frozen view stays and a line says why.
@@ -16,8 +18,8 @@
   var echarts = null;
 
   var TEXT = {
-    idle: "网页里的实时版本：滚动到这里或碰一下控件，浏览器就会启动 Python（Pyodide，首次约下载 14 MB，之后由浏览器缓存），" +
-      "用本书自己的公式重新计算；在那之前下面显示的是默认状态。",
+    idle: "网页里的实时版本：你读到离这里还有几屏时，浏览器就会启动 Python（Pyodide，首次下载约 14 MB，网站压缩传输时约 6 MB，" +
+      "之后由浏览器缓存；开了省流量模式时，等你滚动到这里或碰一下控件才启动），用本书自己的公式重新计算；在那之前下面显示的是默认状态。",
     loading: "正在浏览器里启动 Python（Pyodide）……下面仍是默认状态，准备好后控件就会响应。",
     ready: "实时版本：改动控件，浏览器里的 Python（Pyodide）会用本书的公式重新计算并重画。",
     file: "这个页面是以文件（file://）打开的，浏览器不允许在文件页面里加载 WebAssembly，所以控件不响应。" +
@@ -37,14 +39,10 @@
     });
   }
 
-  // ECharts is a UMD file: on a page with require.js (the widget manager's) it registers as an AMD module
-  // instead of setting window.echarts, so it is asked for through require.js there.
+  // ECharts is a UMD file: with no AMD loader on the page (the widget manager's require.js is gone) it
+  // sets window.echarts.
   function loadEcharts() {
-    var src = ROOT + "echarts/echarts.common.min.js";
-    if (typeof window.define === "function" && window.define.amd && typeof window.require === "function") {
-      return new Promise(function (resolve, reject) { window.require([src], resolve, reject); });
-    }
-    return loadScript(src).then(function () { return window.echarts; });
+    return loadScript(ROOT + "echarts/echarts.common.min.js").then(function () { return window.echarts; });
   }
 
   function startRuntime() {
@@ -130,7 +128,7 @@
     this.notice = notice;
     this.name = notice.getAttribute("data-explorer");
     this.context = notice.getAttribute("data-context");
-    this.frozen = notice.closest(".widget-vbox") || notice.parentElement;
+    this.frozen = notice.closest(".bl-frozen") || notice.parentElement;
     this.status = el("div", { "class": "bl-live-status", "role": "status" });
     this.box = el("div", { "class": "bl-live", "data-explorer": this.name, "data-state": "idle", hidden: "" });
     this.frozen.parentElement.insertBefore(this.status, this.frozen);
@@ -158,6 +156,7 @@
       self.box.hidden = false;
       self.frozen.style.display = "none";
       self.box.setAttribute("data-ready-ms", String(Math.round(performance.now() - t0)));
+      self.box.setAttribute("data-ready-at", String(Math.round(performance.now())));
       self.box.setAttribute("data-state", "ready");
       self.say("ready");
     }).catch(function (err) {
@@ -239,12 +238,28 @@
 
   function scan() { document.querySelectorAll(MARKER).forEach(attach); }
 
-  // The widget manager renders the frozen views after the page loads: watch for the markers to appear.
-  var watcher = new MutationObserver(scan);
+  // The runtime (≈ 6 MB compressed, 14 MB not) is fetched and started while the reader is still a few
+  // screens above an explorer (PREFETCH_MARGIN), so it is live within seconds of coming into view, and a
+  // reader who only reads the top of the page downloads none of it; on a connection where the reader
+  // asked to save data, only when an explorer comes into view or is touched.
+  var PREFETCH_MARGIN = "300% 0px 300% 0px"; // three screens above and below the visible part
+  function prefetch() {
+    var saving = navigator.connection && navigator.connection.saveData;
+    var markers = document.querySelectorAll(MARKER);
+    if (saving || !markers.length || location.protocol === "file:" || typeof WebAssembly !== "object" ||
+        !("IntersectionObserver" in window)) return;
+    var near = new IntersectionObserver(function (entries) {
+      if (!entries.some(function (e) { return e.isIntersecting; })) return;
+      near.disconnect();
+      startRuntime().catch(function () { /* an explorer's start says why */ });
+    }, { rootMargin: PREFETCH_MARGIN });
+    markers.forEach(function (m) { near.observe(m.closest(".bl-frozen") || m); });
+  }
+
   function begin() {
     if (window.matchMedia && window.matchMedia("print").matches) return;
-    watcher.observe(document.body, { childList: true, subtree: true });
-    scan();
+    scan(); // the frozen views are in the page's HTML: every marker is there now
+    prefetch();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", begin);
   else begin();

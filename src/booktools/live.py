@@ -149,9 +149,36 @@ def _copy_runtime(app, exception) -> None:
     for name in RUNTIME:
         shutil.copytree(CACHE / name, target / name)
     (target / SOURCES_ZIP).write_bytes(sources_zip())
+    precompress(target)
+
+
+PRECOMPRESSED = (".wasm", ".zip", ".mjs", ".js", ".json")
+"""The runtime's files written a second time gzip-compressed beside themselves (``X.gz``)."""
+
+
+def precompress(folder: Path) -> list[Path]:
+    """Write ``X.gz`` beside each runtime file of ``folder`` (:data:`PRECOMPRESSED`) that gzip makes
+    smaller, with a fixed time stamp (the same file makes the same bytes). A host that serves precompressed
+    files (nginx ``gzip_static on``, Netlify, Caddy ``precompressed``) sends them with ``Content-Encoding:
+    gzip`` to every browser: the reader downloads ≈ 6 MB instead of ≈ 14 MB (the wasm and the standard
+    library zip shrink to about 40 %). A host that does not simply serves ``X``; the ``.gz`` files cost
+    it only disk. GitHub Pages compresses text types itself and ignores them."""
+    import gzip
+
+    written = []
+    for path in sorted(folder.rglob("*")):
+        if path.suffix in PRECOMPRESSED and path.is_file():
+            data = path.read_bytes()
+            packed = gzip.compress(data, compresslevel=9, mtime=0)
+            if len(packed) < 0.9 * len(data):
+                out = path.with_name(path.name + ".gz")
+                out.write_bytes(packed)
+                written.append(out)
+    return written
 
 
 def setup(app):
+    app.setup_extension("booktools.frozen")  # the frozen explorers, as HTML: the live ones replace them
     app.connect("html-page-context", _page_context)
     app.connect("build-finished", _copy_runtime)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

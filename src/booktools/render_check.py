@@ -10,8 +10,8 @@ the book.
 
 Per page the report holds: console errors and uncaught page errors (minus KNOWN_NOISE, each entry
 explained below), requests that tried to leave the machine, local files that failed to load, every
-`<img>` (loaded and decoded?), each widget output area (controls and images rendered against the
-embedded widget state), math (`.math` nodes vs MathJax containers and errors), the page's layout at
+`<img>` (loaded and decoded?), each frozen explorer (`booktools.frozen` writes them as HTML at build
+time: its controls, inert, its default figures decoded, its text; no page loads a widget manager), math (`.math` nodes vs MathJax containers and errors), the page's layout at
 that width (`booktools.layout`: overflow, equations, code line length, spaces between Chinese
 characters; reported in `layout`), its tables (`booktools.tables_check`: characters per rendered line,
 words and commands kept whole, columns on the screen; reported in `tables`; both judged by the tests, not
@@ -39,13 +39,6 @@ KNOWN_NOISE: list[tuple[re.Pattern, str]] = [
     # none left: sphinx-thebe's `const THEBE_JS_URL` written twice and pydata's "Got invalid theme mode" are
     # fixed where they came from (booktools.sphinxext: one_script_each, theme_options; issue 29)
 ]
-# The widget manager's bundled CSS declares Font Awesome 5 faces relative to where require.js
-# believes embed-amd.js lives (<page dir>/@jupyter-widgets/html-manager/dist/); they are not
-# vendored. The browser requests them, gets file-not-found, and nothing visible uses them: the book's
-# widgets have no icons, and check_page() counts elements drawn in a Font Awesome 5 face
-# (`fa5_elements`) so an icon that would show as a blank square fails the check.
-KNOWN_MISSING = re.compile(r"/@jupyter-widgets/html-manager/dist/[0-9a-f]{20}\.(?:woff2?|ttf|eot|svg)$")
-
 SCREENSHOT_MAX_PX = 40_000
 """The tallest screenshot taken, in CSS pixels (the longest chapter is ~31,000 at 390 px). The API page runs to
 ~145,000 at 1280: Chromium held over 4 GiB for that one picture (186 M pixels, past PIL's decompression-bomb
@@ -58,12 +51,12 @@ class PageReport:
     url: str
     console_errors: list[str] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
-    noise: list[str] = field(default_factory=list)          # matched KNOWN_NOISE / KNOWN_MISSING
+    noise: list[str] = field(default_factory=list)          # matched KNOWN_NOISE
     blocked: list[str] = field(default_factory=list)        # tried to leave the machine
     missing: list[str] = field(default_factory=list)        # local files that failed to load
     broken_images: list[str] = field(default_factory=list)
     images: int = 0
-    widget_areas: list[dict] = field(default_factory=list)
+    frozen: list[dict] = field(default_factory=list)        # each frozen explorer (js/frozen_read.js)
     math_nodes: int = 0
     math_unrendered: int = 0
     mathjax: int = 0
@@ -82,20 +75,18 @@ class PageReport:
         out += [f"图片未加载或无法解码：{u}" for u in self.broken_images]
         if self.fa5_elements:
             out.append(f"{self.fa5_elements} 个元素使用未随书提供的 Font Awesome 5 字体（图标会显示为空白）")
-        for i, area in enumerate(self.widget_areas):
-            where = f"第 {i + 1} 个交互控件区"
-            if not area["views"]:
-                out.append(f"{where}是空白：一个控件也没有渲染")
-            if area["errors"]:
-                out.append(f"{where}显示 “Error displaying widget”")
-            if area["views"] < area["expected_views"]:
-                out.append(f"{where}只渲染了 {area['views']} 个控件，组件状态中有 {area['expected_views']} 个")
-            if area["images"] < area["expected_images"]:
-                out.append(f"{where}只显示了 {area['images']} 张默认输出图，组件状态中有 {area['expected_images']} 张")
-            if area["expected_text"] and not area["text"]:
+        for i, view in enumerate(self.frozen):
+            where = f"第 {i + 1} 个探索器（冻结视图）"
+            if not view["controls"]:
+                out.append(f"{where}没有显示任何控件")
+            if not view["inert"]:
+                out.append(f"{where}的控件可以操作，却不会重新计算")
+            if view["images_shown"] < view["images"]:
+                out.append(f"{where}只显示了 {view['images_shown']} 张默认图，HTML 中有 {view['images']} 张")
+            if not view["text"]:
                 out.append(f"{where}没有显示默认输出文字")
-            if area["raw_latex"]:
-                out.append(f"{where}的说明文字里有未排版的 LaTeX：{area['raw_latex']}")
+            if view["raw_latex"]:
+                out.append(f"{where}的文字里有未排版的 LaTeX：{view['raw_latex']}")
         if self.math_unrendered:
             out.append(f"{self.math_nodes} 个公式中有 {self.math_unrendered} 个没有被 MathJax 渲染")
         if self.mathjax_errors:
@@ -103,11 +94,11 @@ class PageReport:
         return out
 
 
-def _expected_widgets(state: dict, model_id: str) -> tuple[int, int, bool]:
-    """(views, PNG outputs, has text output) that the view `model_id` should render: the model and
-    every model reachable through `children`, with the PNGs/text saved in Output widgets' state."""
-    views = images = 0
-    text = False
+def expected_frozen(state: dict, model_id: str) -> dict:
+    """What the frozen view of the saved widget ``model_id`` must show: its controls (the models reachable
+    through ``children`` that have a description and a value or options) and its figures (PNGs saved in
+    Output widgets), read from the notebook's saved widget ``state``."""
+    controls = images = 0
     todo, seen = [model_id], set()
     while todo:
         mid = todo.pop()
@@ -115,17 +106,11 @@ def _expected_widgets(state: dict, model_id: str) -> tuple[int, int, bool]:
             continue
         seen.add(mid)
         s = state[mid].get("state", {})
-        views += 1
-        for child in s.get("children", []) or []:
-            todo.append(str(child).removeprefix("IPY_MODEL_"))
-        for o in s.get("outputs", []) or []:
-            data = o.get("data", {})
-            images += "image/png" in data
-            text = text or bool(o.get("text") or data.get("text/html") or
-                                (data.get("text/plain") and "image/png" not in data))
-        if state[mid].get("model_name") in ("HTMLModel", "LabelModel", "HTMLMathModel") and s.get("value"):
-            text = True
-    return views, images, text
+        todo += [str(child).removeprefix("IPY_MODEL_") for child in s.get("children", []) or []]
+        images += sum("image/png" in o.get("data", {}) for o in s.get("outputs", []) or [])
+        controls += bool(s.get("description")) and ("value" in s or "_options_labels" in s) and \
+            state[mid].get("model_name") not in ("HTMLModel", "HTMLMathModel", "LabelModel")
+    return {"controls": controls, "images": images}
 
 
 def is_noise(message: str) -> bool:
@@ -161,10 +146,7 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
             u = req.url
             if not u.startswith(LOCAL_SCHEMES) or u in rep.blocked:
                 return  # blocked requests are reported as such
-            if KNOWN_MISSING.search(u):
-                rep.noise.append(f"{u} ({req.failure})")
-            else:
-                missing_urls.append(f"{u} ({req.failure})")
+            missing_urls.append(f"{u} ({req.failure})")
 
         def on_pageerror(err) -> None:
             text = str(err.message if hasattr(err, "message") else err)
@@ -178,10 +160,7 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
         rep.missing = missing_urls
         rep.images = len(m["images"])
         rep.broken_images = [src for src, ok in m["images"] if not ok]
-        for v in m["views"]:
-            exp_views, exp_images, exp_text = _expected_widgets(m["state"], v["model_id"])
-            rep.widget_areas.append({**v, "expected_views": exp_views, "expected_images": exp_images,
-                                     "expected_text": exp_text})
+        rep.frozen = tab.evaluate(script("frozen_read"))
         rep.math_nodes, rep.math_unrendered = m["math"], m["math_unrendered"]
         rep.mathjax, rep.mathjax_errors = m["mathjax"], m["mathjax_errors"]
         rep.fa5_elements = m["fa5"]

@@ -12,4 +12,5 @@ declarations in this folder by themselves, so adding an explorer is one module h
 * ``web`` — JSON in, JSON out, for the page.
 * ``colours`` — the book's colours, shared by the matplotlib figures and the browser charts.
 * ``numbers`` — numbers for people: sizes, percentages, rates, estimates, m×10ⁿ.
+* ``valid`` — which values of a job's counts make a valid job (the memory and trade-off explorers' sliders).
 """
