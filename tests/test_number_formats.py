@@ -70,7 +70,7 @@ QUANTITIES = (
              re.compile(r"(?!)"), lambda n: bool(re.fullmatch(r"\d+(?:\.\d)?", n)), "15.8%"),
     Quantity("时长（秒）",
              (re.compile(rf"(?<![\w.]){NUM}\s*(?:ms|s)(?![\w/])"), re.compile(rf"({NUM})\s*(?:毫秒|秒)")),
-             re.compile(r"（秒）|\(s\)"), lambda n: "." not in n or _figures(n) == 3, "0.407 秒"),
+             re.compile(r"（秒|秒）|毫秒|\(s\)"), lambda n: "." not in n or _figures(n) == 3, "0.407 秒"),
 )
 
 
