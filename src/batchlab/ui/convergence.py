@@ -26,7 +26,7 @@ def plot_loss_curve(losses: Sequence[float], floor: float, batch_size: int, layo
     ax.axhline(floor, color="k", ls="--", label="熵率：损失下限")
     ax.set_xlabel("更新步数")
     ax.set_ylabel("交叉熵（奈特/token）")
-    ax.legend(loc="lower left")
+    ax.legend(loc="upper right")  # the loss falls: the upper right is empty
     return fig
 
 
