@@ -37,8 +37,7 @@ async ([viewType, stateType, timeoutMs]) => {
         images: a ? [...a.querySelectorAll('img')].filter(i => i.complete && i.naturalWidth > 0).length : 0,
         text: a ? [...a.querySelectorAll('.widget-output, .widget-html, .widget-label, .widget-htmlmath')]
                    .some(e => e.innerText.trim() !== '') : false,
-        // LaTeX left as source in labels, HTML and buttons (ipywidgets typesets them through
-        // MathJax.Hub.Queue, which book/_js/mathjax2-hub.js forwards to MathJax 3)
+        // LaTeX left as source in labels, HTML and buttons
         raw_latex: a ? [...a.querySelectorAll('.widget-label, .widget-html, .widget-htmlmath, button')]
                    .map(e => e.innerText).filter(t => /\$[^$\n]+\$|\\\(|\\\[/.test(t)) : [],
       };
