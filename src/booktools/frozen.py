@@ -11,7 +11,9 @@ writes the same view as HTML instead: each widget-view output becomes a ``<div c
 * every control as an inert form control with its label and value (sliders with their value beside them,
   drop-downs, buttons, number boxes), ``disabled``: nothing moves before the live explorer replaces it;
 * every figure an Output widget saved, as an ``<img>`` file in ``_images/`` with its size (not lazy: the
-  checks and the printed PDF wait for every image of a page, and one PNG of ~80 kB per page is cheap).
+  checks and the printed PDF wait for every image of a page, and one PNG of ~80 kB per page is cheap);
+  a figure whose output carries a phone drawing (batchlab.ui.style.display_drawings: the explorer's first
+  drawing) in the ``<picture>`` of a chapter figure (booktools.picture), its phone PNG beside the desk one.
 
 and the page carries no widget state and loads no widget manager (``nb_ipywidgets_js: {}`` in
 _config.yml). A widget model this module cannot draw fails the build, so a frozen view never silently
@@ -29,6 +31,8 @@ from pathlib import Path
 
 from docutils import nodes
 
+from batchlab.ui.style import PHONE_METADATA
+from booktools.picture import PICTURE_END, picture_start
 from booktools.toc import WIDGET_STATE, WIDGET_VIEW
 
 __all__ = ["FROZEN_CLASS", "frozen_html", "widget_state", "FrozenImage", "setup"]
@@ -122,8 +126,14 @@ def _output(output: dict, images: list[FrozenImage], image_uri: str) -> str:
         image = FrozenImage(base64.b64decode(data["image/png"]))
         images.append(image)
         alt = html.escape(data.get("text/plain", "") if not str(data.get("text/plain", "")).startswith("<") else "")
-        return (f'<img class="bl-frozen-figure" src="{image_uri}{image.name}" width="{image.width}" '
-                f'height="{image.height}" decoding="async" alt="{alt or "探索器默认状态的图"}">')
+        img = (f'<img class="bl-frozen-figure" src="{image_uri}{image.name}" width="{image.width}" '
+               f'height="{image.height}" decoding="async" alt="{alt or "探索器默认状态的图"}">')
+        phone = ((output.get("metadata") or {}).get(PHONE_METADATA) or {}).get("image/png")
+        if not phone:
+            return img
+        small = FrozenImage(base64.b64decode(phone))
+        images.append(small)
+        return picture_start(f"{image_uri}{small.name}", small.width, small.height) + img + PICTURE_END
     if "text/html" in data:
         return "".join(data["text/html"]) if isinstance(data["text/html"], list) else data["text/html"]
     text = output.get("text") or data.get("text/plain", "")

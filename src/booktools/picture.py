@@ -24,6 +24,7 @@ is Sphinx's own.
 from __future__ import annotations
 
 import hashlib
+import html
 import posixpath
 from binascii import a2b_base64
 from urllib.parse import quote
@@ -73,14 +74,25 @@ def _src(translator, uri: str) -> str:
     return posixpath.join(translator.builder.imgpath, quote(images[uri])) if uri in images else uri
 
 
+def picture_start(phone_src: str, width: int, height: int) -> str:
+    """The start of a figure drawn twice, up to where its desk ``<img>`` goes: ``<picture>`` and the
+    ``<source>`` that serves the phone PNG ``phone_src`` (``width`` × ``height`` pixels) below
+    :data:`PHONE_MEDIA`. The one markup of both drawings, for a chapter figure (here) and a frozen
+    explorer's (booktools.frozen); :data:`PICTURE_END` closes it."""
+    return (f'<picture class="bl-picture"><source media="{PHONE_MEDIA}" srcset="{html.escape(phone_src)}" '
+            f'width="{width}" height="{height}">')
+
+
+PICTURE_END = "</picture>"
+
+
 def visit_picture_html(self, node: picture) -> None:
     phone = next(child for child in node.children if isinstance(child, phone_image))
-    self.body.append(f'<picture class="bl-picture"><source media="{PHONE_MEDIA}" '
-                     f'srcset="{_src(self, phone["uri"])}" width="{phone["png_width"]}" height="{phone["png_height"]}">')
+    self.body.append(picture_start(_src(self, phone["uri"]), phone["png_width"], phone["png_height"]))
 
 
 def depart_picture_html(self, node: picture) -> None:
-    self.body.append("</picture>")
+    self.body.append(PICTURE_END)
 
 
 def skip(self, node: nodes.Node) -> None:

@@ -212,7 +212,8 @@ class Explorer:
     drawing: ClassVar[str | None] = None
     """The notebook's drawing function, as ``"module.function"`` (None: no figure): called as
     ``function(figure, panel.result)`` with one matplotlib Figure, kept from change to change, it draws the
-    result on that figure's Agg canvas. Named, not imported: this layer imports no ``batchlab.ui``."""
+    result on that figure's Agg canvas; ``layout="phone"`` (the first drawing, on a new figure) draws it for a
+    phone's column. Named, not imported: this layer imports no ``batchlab.ui``."""
 
     def initial_values(self) -> dict:
         raise NotImplementedError

@@ -16,7 +16,7 @@ import ipywidgets as widgets
 
 from batchlab.page.spec import Explorer, Panel
 from batchlab.ui.controls import kernel_notice, make_widget, set_options
-from batchlab.ui.style import canvas_png, show_png
+from batchlab.ui.style import canvas_png, figure_png, show_png
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -43,7 +43,9 @@ class ExplorerWidget(widgets.VBox):
     shown (a refused value shows its rule's one line, ``.error`` holds it, ``.result`` is None and the last
     figure stays), and its ``result`` is drawn by the declaration's drawing function on one matplotlib
     Figure, not registered with pyplot and kept from change to change; its PNG is ``.png``, shown in
-    ``.output``. ``.controls`` maps each control's name to its widget, so tests can move a control and read
+    ``.output``. The first drawing (the one the notebook saves, which the published page freezes) is also
+    drawn for a phone (``layout="phone"``, PNG ``.phone_png``, in the output's metadata as
+    :func:`~batchlab.ui.style.show_figure` carries it); a later change draws the desk figure only. ``.controls`` maps each control's name to its widget, so tests can move a control and read
     what the reader would see.
     """
 
@@ -61,6 +63,7 @@ class ExplorerWidget(widgets.VBox):
         self.result: Any = None
         self.error: str | None = None
         self.png = b""
+        self.phone_png = b""
         self._draw = drawing_of(explorer)
         self.figure: Figure | None = None
         self.output: widgets.Output | None = None
@@ -109,4 +112,20 @@ class ExplorerWidget(widgets.VBox):
         if self._draw is not None:
             self._draw(self.figure, panel.result)
             self.png = canvas_png(self.figure)
-            show_png(self.output, self.png)
+            # only the first drawing also gets a phone one: the saved state is what the published page
+            # freezes and serves to a phone (booktools.frozen); a moved control in a live kernel redraws
+            # the desk figure only, so the widget answers as fast as before
+            first = not self.phone_png
+            if first:
+                self.phone_png = self._phone_drawing(panel.result)
+            show_png(self.output, self.png, self.phone_png if first else None)
+
+    def _phone_drawing(self, result: Any) -> bytes:
+        """``result`` drawn for a phone's column on a figure of its own, as PNG."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        figure = Figure()
+        FigureCanvasAgg(figure)
+        self._draw(figure, result, layout="phone")
+        return figure_png(figure, "phone")

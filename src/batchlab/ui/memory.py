@@ -206,15 +206,22 @@ def plot_memory_audit(before: Mapping, after: Mapping, reported: tuple[float, fl
     return fig
 
 
-def draw_memory_explorer(figure: "Figure", view: MemoryView) -> None:
+def draw_memory_explorer(figure: "Figure", view: MemoryView, layout: str = "desk") -> None:
     """The memory explorer's figure (:class:`batchlab.page.memory.MemoryExplorer` names it): one axes of
     :func:`plot_stage_memory` on ``figure``, made on the first call and then cleared and redrawn, with fixed
-    margins (not tight_layout, recomputed per change otherwise; the legend sits below)."""
+    margins (not tight_layout, recomputed per change otherwise; the legend sits below). On a phone
+    (``layout="phone"``, drawn once on a new figure) the phone's drawing, laid out by matplotlib."""
+    phone = check_layout(layout) == "phone"
     if not figure.axes:
-        figure.set_size_inches(FIGURE_WIDTH, 4.4)
-        figure.add_subplot()
-        figure.subplots_adjust(left=0.1, right=0.98, bottom=0.25, top=0.92)
+        if phone:
+            figure.set_size_inches(figure_width(layout), 4.8)
+            figure.add_subplot()
+            figure.set_layout_engine("constrained")
+        else:
+            figure.set_size_inches(FIGURE_WIDTH, 4.4)
+            figure.add_subplot()
+            figure.subplots_adjust(left=0.1, right=0.98, bottom=0.25, top=0.92)
     ax = figure.axes[0]
     clear_artists(ax)
-    plot_stage_memory(view.report, ax=ax, measured=view.measured, title=view.title)
+    plot_stage_memory(view.report, ax=ax, measured=view.measured, title=view.title, layout=layout)
     figure.canvas.draw()

@@ -184,23 +184,33 @@ def updated_artists(ax: "Axes") -> list:
     return out
 
 
-def draw_noise_explorer(figure: "Figure", view: NoiseView) -> None:
+def draw_noise_explorer(figure: "Figure", view: NoiseView, layout: str = "desk") -> None:
     """The gradient-noise explorer's figure (:class:`batchlab.page.noise.NoiseExplorer` names it) on
-    ``figure``: the gradient cloud and the 1/B error curve at ``view.batch_size``, side by side.
+    ``figure``: the gradient cloud and the 1/B error curve at ``view.batch_size``, side by side (on a
+    phone, ``layout="phone"``: stacked, drawn once on a new figure, so whole and without blitting).
 
     The two axes are made on the first call (fixed margins instead of tight_layout, which would be
     recomputed per change); later calls only move points (:func:`plot_gradient_cloud` and
     :func:`plot_variance_curve` on the same axes) and blit: the static part (axes, ticks, legends, curve)
     is drawn once and kept, each change restores it and draws only the moved artists — a full matplotlib
     redraw with Chinese text costs ~0.1–0.2 s on a laptop, a restore plus a few artists a few ms."""
+    phone = check_layout(layout) == "phone"
     if not figure.axes:
-        figure.set_size_inches(FIGURE_WIDTH, 3.9)
-        figure.subplots(1, 2)
-        figure.subplots_adjust(left=0.1, right=0.99, bottom=0.13, top=0.91, wspace=0.34)
+        if phone:
+            figure.set_size_inches(figure_width(layout), 7.4)
+            figure.subplots(2, 1)
+            figure.set_layout_engine("constrained")
+        else:
+            figure.set_size_inches(FIGURE_WIDTH, 3.9)
+            figure.subplots(1, 2)
+            figure.subplots_adjust(left=0.1, right=0.99, bottom=0.13, top=0.91, wspace=0.34)
     cloud_ax, curve_ax = figure.axes
-    plot_gradient_cloud(view.cloud, view.batch_size, ax=cloud_ax)
-    plot_variance_curve(view.stats, view.batch_size, ax=curve_ax)
+    plot_gradient_cloud(view.cloud, view.batch_size, ax=cloud_ax, layout=layout)
+    plot_variance_curve(view.stats, view.batch_size, ax=curve_ax, layout=layout)
     canvas = figure.canvas
+    if phone:  # drawn once: the constrained layout needs every artist in the draw that places them
+        canvas.draw()
+        return
     moving = [a for ax in (cloud_ax, curve_ax) for a in updated_artists(ax)]
     size = canvas.get_width_height()
     background = getattr(figure, "_batchlab_background", None)

@@ -156,20 +156,27 @@ def _thousands(value: float, _pos: int) -> str:
 _TRADEOFF_MARGINS = dict(left=0.1, right=0.99, bottom=0.15, top=0.91, wspace=0.3)
 
 
-def draw_tradeoff_explorer(figure: "Figure", view: TradeoffView) -> None:
+def draw_tradeoff_explorer(figure: "Figure", view: TradeoffView, layout: str = "desk") -> None:
     """The bubble-versus-matmul explorer's figure (:class:`batchlab.page.tradeoff.TradeoffExplorer` names
     it) on ``figure``: :func:`plot_tradeoff` of every micro-batch size on the left, the step's modelled
     timeline on the right (up to :data:`MAX_DRAWN_OPS` bars: beyond, the bubble by its formula). The two
-    axes are made on the first call, then cleared and redrawn."""
+    axes are made on the first call, then cleared and redrawn. On a phone (``layout="phone"``, drawn once
+    on a new figure) the timeline sits below, both in the phone's drawing, laid out by matplotlib."""
+    phone = check_layout(layout) == "phone"
     if not figure.axes:
-        figure.set_size_inches(FIGURE_WIDTH, 3.6)
-        figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.15]})
-        figure.subplots_adjust(**_TRADEOFF_MARGINS)
+        if phone:
+            figure.set_size_inches(figure_width(layout), 6.6)
+            figure.subplots(2, 1)
+            figure.set_layout_engine("constrained")
+        else:
+            figure.set_size_inches(FIGURE_WIDTH, 3.6)
+            figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.15]})
+            figure.subplots_adjust(**_TRADEOFF_MARGINS)
     left, right = figure.axes
     for ax in (left, right):
         clear_artists(ax)
     job, step = view.job, view.step
-    plot_tradeoff(view.tuned["candidates"], job.micro_batch_size, ax=left)
+    plot_tradeoff(view.tuned["candidates"], job.micro_batch_size, ax=left, layout=layout)
     p, m = job.pipeline_stages, step.num_microbatches
     if 2 * p * m <= MAX_DRAWN_OPS:
         right.set_axis_on()
@@ -177,10 +184,12 @@ def draw_tradeoff_explorer(figure: "Figure", view: TradeoffView) -> None:
         timeline = pipeline_timeline(job.schedule, p, m, forward_time=forward,
                                      backward_time=BACKWARD_PER_FORWARD * forward)
         plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False,
-                               title=f"{SCHEDULES[job.schedule]}：m = {m}，气泡 {timeline.idle_fraction:.1%}")
+                               title=f"{SCHEDULES[job.schedule]}：m = {m}，气泡 {timeline.idle_fraction:.1%}",
+                               layout=layout)
     else:  # thousands of bars say nothing at this size, and take seconds to draw
         right.set_axis_off()
         right.text(0.5, 0.5, f"m = {m:,} 个微批次：\n时间线太长，不画\n气泡占比按公式\n(p - 1)/(m + p - 1) = "
                    f"{step.bubble_fraction:.2%}", ha="center", va="center", transform=right.transAxes)
-    figure.subplots_adjust(**_TRADEOFF_MARGINS)
+    if not phone:
+        figure.subplots_adjust(**_TRADEOFF_MARGINS)
     figure.canvas.draw()

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CJK_FONTS", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "setup",
            "prepare_colab", "LAYOUTS", "PHONE_PX", "PHONE_WIDTH", "PHONE_METADATA", "figure_width",
-           "check_layout", "figure_png", "show_figure", "plain_log_ticks", "phone_title",
+           "check_layout", "figure_png", "show_figure", "display_drawings", "plain_log_ticks", "phone_title",
            "find_cjk_font", "new_axes", "clear_artists", "canvas_png", "show_png"]
 
 # Noto Sans CJK SC first (Debian fonts-noto-cjk, Binder's apt.txt); JP is the same .ttc seen by older
@@ -152,19 +152,31 @@ def show_figure(draw: Callable[..., "Figure"], /, *args, **kwargs) -> None:
     its image, the phone drawing (``layout="phone"``) in the output's metadata under
     :data:`PHONE_METADATA`. Jupyter and the PDF show the desk figure; the web page serves the phone one
     to a narrow screen. Both figures are closed, so the inline backend does not show them again."""
-    import base64
-
     import matplotlib.pyplot as plt
-    from IPython.display import display
 
     pngs, text = {}, ""
     for layout in LAYOUTS:
         fig = draw(*args, layout=layout, **kwargs)
-        pngs[layout] = base64.b64encode(figure_png(fig, layout)).decode("ascii")
+        pngs[layout] = figure_png(fig, layout)
         text = text or repr(fig)
         plt.close(fig)
-    display({"image/png": pngs["desk"], "text/plain": text},
-            metadata={PHONE_METADATA: {"image/png": pngs["phone"]}}, raw=True)
+    display_drawings(pngs["desk"], pngs["phone"], text)
+
+
+def display_drawings(desk: bytes, phone: bytes | None = None, text: str = "") -> None:
+    """Display ONE output: the PNG ``desk`` as its image, the PNG ``phone`` (when given) in its metadata
+    under :data:`PHONE_METADATA`, ``text`` as its plain text. The one shape of a figure with a phone
+    drawing, for :func:`show_figure` and the explorers (:func:`show_png`); booktools.picture and
+    booktools.frozen read it."""
+    import base64
+
+    from IPython.display import display
+
+    data = {"image/png": base64.b64encode(desk).decode("ascii")}
+    if text:
+        data["text/plain"] = text
+    metadata = {PHONE_METADATA: {"image/png": base64.b64encode(phone).decode("ascii")}} if phone else {}
+    display(data, metadata=metadata, raw=True)
 
 
 PHONE_TITLE_CHARS = 16
@@ -245,10 +257,11 @@ def canvas_png(figure: "Figure") -> bytes:
     return buffer.getvalue()
 
 
-def show_png(output, png: bytes) -> None:
-    """Replace what an ``ipywidgets.Output`` shows with the image ``png``."""
-    from IPython.display import Image, clear_output, display
+def show_png(output, png: bytes, phone: bytes | None = None) -> None:
+    """Replace what an ``ipywidgets.Output`` shows with the image ``png`` (and, when given, its phone
+    drawing ``phone``, carried as :func:`display_drawings` carries it)."""
+    from IPython.display import clear_output
 
     with output:
         clear_output(wait=True)
-        display(Image(data=png, format="png"))
+        display_drawings(png, phone)
