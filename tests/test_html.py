@@ -286,7 +286,8 @@ def test_chinese_ui(built):
 
 # (term a reader types, chapter it must find): each occurs in some pages only, so the result list
 # shows that the search filters. 噪声 is in jieba's dictionary; 屋顶线 (roofline) is a term of art
-# that is not, and so is found only if the index holds it as a word (a jieba user dictionary).
+# that is not, and so is found only if the index holds it as a word (the book's search terms:
+# booktools.search_terms; tests/test_page_search.py searches every one of them).
 SEARCH_CASES = [("噪声", "book/4.2-convergence"), ("屋顶线", "book/4.4-efficiency")]
 FONT_DIRS_WITHOUT_CJK = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/liberation")
 
