@@ -336,6 +336,17 @@ def test_render_check_catches_broken_pages(browser, tmp_path):
     assert len(rep.problems()) >= 6
 
 
+def test_a_cancelled_fetch_is_a_missing_file_only_when_the_file_is_missing(tmp_path):
+    """The browser dropping a fetch of a file that is there (a <picture>'s unused source) is not a missing
+    file; an aborted fetch of a file that is not there, or any other failure, still is."""
+    there = tmp_path / "phone.png"
+    there.write_bytes(b"png")
+    assert render_check.cancelled_fetch(there.as_uri(), "net::ERR_ABORTED")
+    assert not render_check.cancelled_fetch((tmp_path / "gone.png").as_uri(), "net::ERR_ABORTED")
+    assert not render_check.cancelled_fetch(there.as_uri(), "net::ERR_FILE_NOT_FOUND")
+    assert not render_check.cancelled_fetch("https://example.invalid/x.png", "net::ERR_ABORTED")
+
+
 def test_render_check_catches_a_frozen_explorer_without_its_figure_and_mathjax(built, browser, tmp_path):
     """A copy of the book without a frozen explorer's figure file and without MathJax: check_page reports the
     figure missing and every formula raw."""

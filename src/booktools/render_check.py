@@ -54,6 +54,7 @@ class PageReport:
     noise: list[str] = field(default_factory=list)          # matched KNOWN_NOISE
     blocked: list[str] = field(default_factory=list)        # tried to leave the machine
     missing: list[str] = field(default_factory=list)        # local files that failed to load
+    cancelled: list[str] = field(default_factory=list)      # fetches of files that exist, cancelled by the browser
     broken_images: list[str] = field(default_factory=list)
     images: int = 0
     frozen: list[dict] = field(default_factory=list)        # each frozen explorer (js/frozen_read.js)
@@ -113,6 +114,17 @@ def expected_frozen(state: dict, model_id: str) -> dict:
     return {"controls": controls, "images": images}
 
 
+def cancelled_fetch(url: str, failure: str | None) -> bool:
+    """Did the browser cancel (net::ERR_ABORTED) a fetch of a local file that exists? That is not a missing
+    file: Chromium may start fetching a ``<picture>``'s phone source and drop it once the layout picks the
+    desk one (seen once, at 1280 px, on a loaded machine). A file that is not there fails otherwise
+    (net::ERR_FILE_NOT_FOUND) and stays a fault."""
+    if not url.startswith("file:") or "ERR_ABORTED" not in (failure or ""):
+        return False
+    from urllib.parse import unquote, urlparse
+    return Path(unquote(urlparse(url).path)).is_file()
+
+
 def is_noise(message: str) -> bool:
     """Does ``message`` match KNOWN_NOISE (a known, explained error that is not the page's fault)?"""
     return any(rx.search(message) for rx, _why in KNOWN_NOISE)
@@ -146,7 +158,7 @@ def check_page(browser, page: str | Path, screenshot: str | Path | None = None,
             u = req.url
             if not u.startswith(LOCAL_SCHEMES) or u in rep.blocked:
                 return  # blocked requests are reported as such
-            missing_urls.append(f"{u} ({req.failure})")
+            (rep.cancelled if cancelled_fetch(u, req.failure) else missing_urls).append(f"{u} ({req.failure})")
 
         def on_pageerror(err) -> None:
             text = str(err.message if hasattr(err, "message") else err)
