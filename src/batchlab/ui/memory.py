@@ -13,7 +13,7 @@ from batchlab.formulas.memory import MemoryReport
 from batchlab.page.colours import MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE
 from batchlab.page.memory import MEMORY_PARTS, MemoryView, memory_unit, share_text
 from batchlab.ui.names import name
-from batchlab.ui.style import FIGURE_WIDTH, check_layout, clear_artists, figure_width, new_axes, phone_title
+from batchlab.ui.style import check_layout, clear_artists, explorer_panels, figure_width, new_axes, phone_title
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -211,16 +211,8 @@ def draw_memory_explorer(figure: "Figure", view: MemoryView, layout: str = "desk
     :func:`plot_stage_memory` on ``figure``, made on the first call and then cleared and redrawn, with fixed
     margins (not tight_layout, recomputed per change otherwise; the legend sits below). On a phone
     (``layout="phone"``, drawn once on a new figure) the phone's drawing, laid out by matplotlib."""
-    phone = check_layout(layout) == "phone"
-    if not figure.axes:
-        if phone:
-            figure.set_size_inches(figure_width(layout), 4.8)
-            figure.add_subplot()
-            figure.set_layout_engine("constrained")
-        else:
-            figure.set_size_inches(FIGURE_WIDTH, 4.4)
-            figure.add_subplot()
-            figure.subplots_adjust(left=0.1, right=0.98, bottom=0.25, top=0.92)
+    explorer_panels(figure, layout, 1, desk_height=4.4, phone_height=4.8,
+                    margins=dict(left=0.1, right=0.98, bottom=0.25, top=0.92))
     ax = figure.axes[0]
     clear_artists(ax)
     plot_stage_memory(view.report, ax=ax, measured=view.measured, title=view.title, layout=layout)

@@ -12,7 +12,7 @@ from batchlab.page.noise import CloudLike, ErrorStatsLike, NoiseView
 from batchlab.page.symbols import mathtext
 
 _G_B = mathtext("G_B").strip("$")  # the book's one rendering of G_B, inside this module's formulas
-from batchlab.ui.style import FIGURE_WIDTH, check_layout, figure_width, new_axes, plain_log_ticks
+from batchlab.ui.style import check_layout, explorer_panels, figure_width, new_axes, plain_log_ticks
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -194,16 +194,8 @@ def draw_noise_explorer(figure: "Figure", view: NoiseView, layout: str = "desk")
     :func:`plot_variance_curve` on the same axes) and blit: the static part (axes, ticks, legends, curve)
     is drawn once and kept, each change restores it and draws only the moved artists — a full matplotlib
     redraw with Chinese text costs ~0.1–0.2 s on a laptop, a restore plus a few artists a few ms."""
-    phone = check_layout(layout) == "phone"
-    if not figure.axes:
-        if phone:
-            figure.set_size_inches(figure_width(layout), 7.4)
-            figure.subplots(2, 1)
-            figure.set_layout_engine("constrained")
-        else:
-            figure.set_size_inches(FIGURE_WIDTH, 3.9)
-            figure.subplots(1, 2)
-            figure.subplots_adjust(left=0.1, right=0.99, bottom=0.13, top=0.91, wspace=0.34)
+    phone = explorer_panels(figure, layout, 2, desk_height=3.9, phone_height=7.4,
+                            margins=dict(left=0.1, right=0.99, bottom=0.13, top=0.91, wspace=0.34))
     cloud_ax, curve_ax = figure.axes
     plot_gradient_cloud(view.cloud, view.batch_size, ax=cloud_ax, layout=layout)
     plot_variance_curve(view.stats, view.batch_size, ax=curve_ax, layout=layout)

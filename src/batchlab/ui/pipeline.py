@@ -10,7 +10,7 @@ from matplotlib.ticker import NullLocator
 from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, pipeline_timeline
 from batchlab.page.colours import PALETTE
 from batchlab.page.tradeoff import TradeoffView
-from batchlab.ui.style import FIGURE_WIDTH, check_layout, clear_artists, figure_width, new_axes, phone_title
+from batchlab.ui.style import check_layout, clear_artists, explorer_panels, figure_width, new_axes, phone_title
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -162,16 +162,8 @@ def draw_tradeoff_explorer(figure: "Figure", view: TradeoffView, layout: str = "
     timeline on the right (up to :data:`MAX_DRAWN_OPS` bars: beyond, the bubble by its formula). The two
     axes are made on the first call, then cleared and redrawn. On a phone (``layout="phone"``, drawn once
     on a new figure) the timeline sits below, both in the phone's drawing, laid out by matplotlib."""
-    phone = check_layout(layout) == "phone"
-    if not figure.axes:
-        if phone:
-            figure.set_size_inches(figure_width(layout), 6.6)
-            figure.subplots(2, 1)
-            figure.set_layout_engine("constrained")
-        else:
-            figure.set_size_inches(FIGURE_WIDTH, 3.6)
-            figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.15]})
-            figure.subplots_adjust(**_TRADEOFF_MARGINS)
+    phone = explorer_panels(figure, layout, 2, desk_height=3.6, phone_height=6.6, margins=_TRADEOFF_MARGINS,
+                            width_ratios=[1, 1.15])
     left, right = figure.axes
     for ax in (left, right):
         clear_artists(ax)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["CJK_FONTS", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "setup",
+__all__ = ["CJK_FONTS", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "explorer_panels", "setup",
            "prepare_colab", "LAYOUTS", "PHONE_PX", "PHONE_WIDTH", "PHONE_METADATA", "figure_width",
            "check_layout", "figure_png", "show_figure", "display_drawings", "plain_log_ticks", "phone_title",
            "find_cjk_font", "new_axes", "clear_artists", "canvas_png", "show_png"]
@@ -133,6 +133,28 @@ def figure_width(layout: str = "desk", share: float = 1.0) -> float:
     """Inches of a figure drawn for ``layout``: ``share`` of the desk column's width, or the whole phone
     column (a phone figure is never narrower than the column it fills)."""
     return FIGURE_WIDTH * share if check_layout(layout) == "desk" else PHONE_WIDTH
+
+
+def explorer_panels(figure: "Figure", layout: str, panels: int, desk_height: float, phone_height: float,
+                    margins: dict, width_ratios: list[float] | None = None) -> bool:
+    """Give an explorer's empty ``figure`` its size and axes, once (a figure that has axes is left alone):
+    ``panels`` side by side with fixed ``margins`` on a desk (tight_layout would be recomputed per change),
+    stacked and laid out by matplotlib on a phone, which is drawn once on a new figure. True on a phone."""
+    phone = check_layout(layout) == "phone"
+    if figure.axes:
+        return phone
+    figure.set_size_inches(figure_width(layout) if phone else FIGURE_WIDTH, phone_height if phone else desk_height)
+    if panels == 1:
+        figure.add_subplot()
+    elif phone:
+        figure.subplots(panels, 1)
+    else:
+        figure.subplots(1, panels, gridspec_kw={"width_ratios": width_ratios} if width_ratios else None)
+    if phone:
+        figure.set_layout_engine("constrained")
+    else:
+        figure.subplots_adjust(**margins)
+    return phone
 
 
 def figure_png(fig: "Figure", layout: str = "desk") -> bytes:
