@@ -169,7 +169,7 @@ def _files_saying(text: str) -> list[str]:
     ("cross_entropy(", ["measure/model.py"]),                        # one next-token loss
     ('"float32": 4', ["formulas/precision.py"]),                     # one bytes-per-element table
     ("BACKWARD_PER_FORWARD = ", ["formulas/pipeline_schedules.py"]),  # the backward/forward cost ratio
-    ("self.pipeline_stages * self.data_parallel", ["formulas/batching.py"]),  # devices = p · d
+    ("tensor_parallel * pipeline_stages * data_parallel", ["formulas/batching.py"]),  # devices = t · p · d · cp
     ("* model_flops_per_token(", ["formulas/throughput.py"]),        # MFU
 ])
 def test_each_rule_is_written_in_one_place(text, home):

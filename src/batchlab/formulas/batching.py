@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from batchlab.formulas.checks import divides, one_of, whole
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 
-__all__ = ["BatchPlan", "GRAD_ACCUM_READINGS", "LOSS_NORMALIZATIONS", "plan_batch", "token_weights"]
+__all__ = ["BatchPlan", "device_count", "GRAD_ACCUM_READINGS", "LOSS_NORMALIZATIONS", "plan_batch", "token_weights"]
 
 # The two readings of a stated 梯度累积步数, with the labels readers see.
 GRAD_ACCUM_READINGS: dict[str, str] = {
@@ -60,7 +60,8 @@ class BatchPlan:
 
     @property
     def devices(self) -> int:
-        return self.pipeline_stages * self.data_parallel
+        """Devices the batch is cut across: p × d (:func:`device_count` without tensor or context parallelism)."""
+        return device_count(self.pipeline_stages, self.data_parallel)
 
     @property
     def bubble_fraction(self) -> float:
@@ -122,6 +123,12 @@ def _read_grad_accum(stated: int, micro: int, stages: int, dp: int, m: int) -> s
         f"原文读法要求 micro × PP × DP × 累积步数 = global，即 {lecture}；"
         f"Megatron/DeepSpeed 读法要求累积步数 = num_microbatches = {m}"
     )
+
+
+def device_count(pipeline_stages: int, data_parallel: int, tensor_parallel: int = 1, context_parallel: int = 1) -> int:
+    """Devices of a job: t × p × d × cp (Megatron-LM's world size). Tensor and context parallelism split each
+    micro-batch's work, not the batch, so they multiply the devices and leave m = G / (b · d) alone."""
+    return tensor_parallel * pipeline_stages * data_parallel * context_parallel
 
 
 def plan_batch(

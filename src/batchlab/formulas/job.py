@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from batchlab.formulas.batching import BatchPlan, plan_batch
+from batchlab.formulas.batching import BatchPlan, device_count, plan_batch
 from batchlab.formulas.checks import at_most, between, fraction, one_of, whole
-from batchlab.formulas.partition import Stage, partition_layers
+from batchlab.formulas.partition import Stage, check_virtual_stages, partition_layers
 from batchlab.formulas.pipeline_schedules import check_runnable, in_flight_microbatches
 from batchlab.formulas.precision import ELEMENT_BYTES, PRECISION_DTYPE, PRECISIONS, default_precision, gradient_bytes
-from batchlab.formulas.presets import GPTConfig, check_seq_len
+from batchlab.formulas.presets import GPTConfig, check_context_parallel, check_seq_len, check_tensor_parallel
 
 __all__ = ["Job", "LIMITS", "OPTIMIZER_STATES", "OPTIMIZER_NAMES", "RECOMPUTE_MODES", "ATTENTION_KINDS", "DEVICE_MEMORY_GIB", "GIB"]
 
@@ -32,6 +32,9 @@ LIMITS: dict[str, tuple[int | float, int | float]] = {
     "global_batch": (1, 2**20),
     "micro_batch_size": (1, 2**16),
     "data_parallel": (1, 2**16),
+    "virtual_stages": (1, 64),
+    "tensor_parallel": (1, 2**10),
+    "context_parallel": (1, 2**10),
     "device_memory_gib": (0.001, 1_000_000),
 }
 """The range each count or size of a job may take (pipeline stages: up to the model's layers). Generous
@@ -67,6 +70,10 @@ class Job:
     ``dropout_mask_bytes`` is 1 on accelerators (CPU ``F.dropout`` keeps 4).
     ``fp32_grads`` False is ZeRO's convention (16-bit gradients: 16 B/param with Adam); True is Megatron-LM's
     under bf16 (fp32 main gradients, all-reduced in fp32: 18 B/param without its distributed optimizer).
+    ``virtual_stages`` v is the model chunks per device of an interleaved or ZB-V schedule (the layers cut
+    into p · v chunks). ``tensor_parallel`` t splits each layer's heads and MLP columns across t devices
+    (Megatron-LM); ``sequence_parallel`` (needs t > 1) also splits the norm and dropout activations along
+    the sequence; ``context_parallel`` cp splits the sequence itself. Devices = t · p · d · cp.
     """
 
     model: GPTConfig
@@ -76,6 +83,10 @@ class Job:
     pipeline_stages: int = 1
     data_parallel: int = 1
     schedule: str = "1f1b"
+    virtual_stages: int = 1
+    tensor_parallel: int = 1
+    sequence_parallel: bool = False
+    context_parallel: int = 1
     recompute: str = "none"
     precision: str | None = None
     optimizer: str = "adam"
@@ -93,10 +104,18 @@ class Job:
         check_seq_len(self.model, self.seq_len)
         plan = plan_batch(self.micro_batch_size, self.pipeline_stages, self.data_parallel,
                           global_batch=self.global_batch)  # whole numbers, and m = G / (b · d) whole
-        for name in ("global_batch", "micro_batch_size", "data_parallel"):
+        for name in ("global_batch", "micro_batch_size", "data_parallel", "virtual_stages", "tensor_parallel",
+                     "context_parallel"):
+            whole(name, getattr(self, name))
             at_most(name, getattr(self, name), LIMITS[name][1], "上限")
         stages = partition_layers(self.model, self.pipeline_stages, self.partition, self.seq_len)
-        check_runnable(self.schedule, self.pipeline_stages, plan.num_microbatches)
+        check_runnable(self.schedule, self.pipeline_stages, plan.num_microbatches, self.virtual_stages)
+        check_virtual_stages(self.model, self.pipeline_stages, self.virtual_stages)
+        check_tensor_parallel(self.model, self.tensor_parallel)
+        one_of("sequence_parallel", self.sequence_parallel, (True, False))
+        if self.sequence_parallel and self.tensor_parallel == 1:
+            raise ValueError("sequence_parallel = True：序列并行切分的是张量并行组内的激活，需要 tensor_parallel > 1")
+        check_context_parallel(self.seq_len, self.context_parallel)
         one_of("recompute", self.recompute, RECOMPUTE_MODES)
         if self.precision is None:  # frozen: the default is filled in once, here
             object.__setattr__(self, "precision", default_precision(self.model))
@@ -133,8 +152,8 @@ class Job:
 
     @property
     def devices(self) -> int:
-        """pipeline_stages × data_parallel."""
-        return self._plan.devices
+        """t × p × d × cp (:func:`~batchlab.formulas.batching.device_count`)."""
+        return device_count(self.pipeline_stages, self.data_parallel, self.tensor_parallel, self.context_parallel)
 
     @property
     def stages(self) -> tuple[Stage, ...]:

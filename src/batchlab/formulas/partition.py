@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from typing import Callable
 
-from batchlab.formulas.checks import at_most, one_of, whole
+from batchlab.formulas.checks import at_most, divides, one_of, whole
 from batchlab.formulas.presets import (GPTConfig, check_seq_len, embedding_params, head_forward_flops, head_params,
                                        layer_forward_flops, layer_params)
 
-__all__ = ["Stage", "PARTITION_METHODS", "partition_layers", "stage_forward_flops"]
+__all__ = ["Stage", "PARTITION_METHODS", "partition_layers", "stage_forward_flops", "check_virtual_stages"]
 
 PARTITION_METHODS: dict[str, str] = {
     "uniform": "均匀切分：每段 ⌊L/p⌋ 层，余下的层从第一段起各加一层",
@@ -133,3 +133,14 @@ def partition_layers(config: GPTConfig, pipeline_stages: int, method: str = "uni
                             has_head=i == p - 1, params=_stage_params(config, p, i, size)))
         start += size
     return stages
+
+
+def check_virtual_stages(config: GPTConfig, pipeline_stages: int, virtual_stages: int) -> int:
+    """``virtual_stages`` if the layers cut into p · v equal chunks, one per virtual stage (Megatron-LM's rule
+    for interleaved schedules: n_layer divisible by p · v). With v = 1 any split of :func:`partition_layers`
+    will do. ValueError otherwise."""
+    v = whole("virtual_stages", virtual_stages)
+    p = whole("pipeline_stages", pipeline_stages)
+    if v > 1:
+        divides(f"{config.name} 的层数 n_layer", config.n_layer, "pipeline_stages × virtual_stages", p * v)
+    return v

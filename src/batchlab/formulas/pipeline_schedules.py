@@ -12,15 +12,15 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from batchlab.formulas.checks import one_of, positive, whole
+from batchlab.formulas.checks import at_most, one_of, positive, whole
 
 __all__ = [
-    "ScheduleName", "SCHEDULES", "BACKWARD_PER_FORWARD", "Op", "Timeline", "bubble_fraction",
+    "ScheduleName", "SCHEDULES", "VIRTUAL_STAGES_LIMIT", "BACKWARD_PER_FORWARD", "Op", "Timeline", "bubble_fraction",
     "in_flight_microbatches", "schedule_order", "MAX_SIMULATED_OPS", "simulable", "runnable", "check_runnable", "simulate", "pipeline_timeline",
     "median_durations", "median_timeline", "OUTLIER_FACTOR", "sibling_ratios", "outlier_ops",
 ]
 
-ScheduleName = Literal["gpipe", "1f1b"]
+ScheduleName = Literal["gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"]
 
 BACKWARD_PER_FORWARD = 2
 """A backward pass costs twice its forward: the gradient with respect to the input and the one with
@@ -28,7 +28,10 @@ respect to the weights are one matmul each (Narayanan et al. 2021, §5.1). The s
 costs and the throughput model both read it."""
 # The schedules' names in code (keys) and as readers see them (values); plots, widgets and the CLI
 # read this one table.
-SCHEDULES: dict[str, str] = {"gpipe": "GPipe", "1f1b": "1F1B"}
+SCHEDULES: dict[str, str] = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b": "交错式 1F1B",
+                             "zero-bubble": "零气泡"}
+VIRTUAL_STAGES_LIMIT = 64
+"""The most model chunks (virtual stages) one device may hold; far beyond Megatron-LM practice (2–8)."""
 
 
 def bubble_fraction(pipeline_stages: int, num_microbatches: int) -> float:
@@ -130,24 +133,52 @@ def simulable(pipeline_stages: int, num_microbatches: int) -> bool:
     return 2 * pipeline_stages * num_microbatches <= MAX_SIMULATED_OPS
 
 
-def runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> bool:
-    """The rule :func:`check_runnable` enforces, as a test on valid counts: 1F1B needs m ≥ p."""
-    return schedule != "1f1b" or num_microbatches >= pipeline_stages
+def _refusal(schedule: str, p: int, m: int, v: int) -> str | None:
+    """The rule a valid (schedule, p, m, v) breaks, in the reader's words, or None: the one wording of each rule."""
+    if schedule in ("gpipe", "1f1b") and v != 1:
+        return (f"virtual_stages = {v}：{SCHEDULES[schedule]} 每张卡只放一段模型（virtual_stages = 1）；"
+                "多段请用 interleaved-1f1b 或 zero-bubble")
+    if schedule == "interleaved-1f1b" and v < 2:
+        return "virtual_stages = 1：交错式 1F1B 要求每张卡放 ≥ 2 段模型（virtual_stages ≥ 2）"
+    if schedule == "zero-bubble" and v not in (1, 2):
+        return f"virtual_stages = {v}：零气泡调度只有 ZB-H1（virtual_stages = 1）和 ZB-V（virtual_stages = 2）"
+    if schedule != "gpipe" and m < p:
+        return (f"num_microbatches = {m}：{SCHEDULES[schedule]} 要求微批次数 ≥ 流水线阶段数 pipeline_stages = {p}"
+                "（torch.distributed.pipelining 的对应调度同样拒绝 m < p）")
+    if schedule == "interleaved-1f1b" and m % p:
+        return (f"num_microbatches = {m}：交错式 1F1B 要求微批次数是流水线阶段数 pipeline_stages = {p} 的整数倍"
+                "（Megatron-LM 的规则）")
+    return None
 
 
-def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> None:
+def runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int, virtual_stages: int = 1) -> bool:
+    """The rule :func:`check_runnable` enforces, as a test on valid counts (it checks no argument)."""
+    return _refusal(schedule, pipeline_stages, num_microbatches, virtual_stages) is None
+
+
+def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int,
+                   virtual_stages: int = 1) -> None:
     """Raise ValueError unless a real pipeline (:mod:`batchlab.measure.pipeline_local`) can run this schedule.
 
-    Beyond the argument checks, one rule: 1F1B needs m ≥ p micro-batches. Its order above is defined
-    for any m, but ``torch.distributed.pipelining.Schedule1F1B`` refuses m < p, and with m < p the
-    steady 1F1B phase never starts (the schedule degenerates to GPipe), so both runtimes of 4.4 reject it.
+    One rule per schedule, one wording each:
+
+    - GPipe and 1F1B hold one model chunk per device (v = 1).
+    - 1F1B needs m ≥ p micro-batches. Its order above is defined for any m, but
+      ``torch.distributed.pipelining.Schedule1F1B`` refuses m < p, and with m < p the steady 1F1B phase
+      never starts (the schedule degenerates to GPipe), so both runtimes of 4.4 reject it. So do the
+      interleaved and zero-bubble schedules.
+    - Interleaved 1F1B holds v ≥ 2 chunks per device and needs m to be a multiple of p (Megatron-LM's
+      rule; torch's flexible variant accepts more, the book keeps the stricter one its readers meet).
+    - Zero bubble runs ZB-H1 with v = 1 and ZB-V with v = 2 (Qi et al. 2024).
     """
     one_of("schedule", schedule, SCHEDULES)
     p = whole("pipeline_stages", pipeline_stages)
     m = whole("num_microbatches", num_microbatches)
-    if not runnable(schedule, p, m):
-        raise ValueError(f"num_microbatches = {m}：1F1B 要求微批次数 ≥ 流水线阶段数 pipeline_stages = {p}"
-                         "（torch.distributed.pipelining 的 Schedule1F1B 同样拒绝 m < p）")
+    v = whole("virtual_stages", virtual_stages)
+    at_most("virtual_stages", v, VIRTUAL_STAGES_LIMIT, "上限")
+    refusal = _refusal(schedule, p, m, v)
+    if refusal:
+        raise ValueError(refusal)
 
 
 def simulate(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from batchlab.formulas.checks import divides, fraction, one_of, whole
 
 __all__ = ["GPTConfig", "PRESETS", "PUBLISHED_PARAMS", "get_config", "check_seq_len", "count_params",
-           "embedding_params", "layer_params", "head_params", "layer_forward_flops", "head_forward_flops"]
+           "check_tensor_parallel", "check_context_parallel", "embedding_params", "layer_params", "head_params", "layer_forward_flops", "head_forward_flops"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,23 @@ def get_config(name: str, **overrides: object) -> GPTConfig:
     except (KeyError, TypeError):  # TypeError: an unhashable value (a list from a page) is no name either
         raise ValueError(f"model = {name!r}：未知模型，可选 {', '.join(PRESETS)}") from None
     return replace(config, **overrides) if overrides else config
+
+
+def check_tensor_parallel(config: GPTConfig, tensor_parallel: int) -> int:
+    """``tensor_parallel`` if each of the t devices can take whole attention heads (Megatron-LM splits the
+    heads, and the MLP's 4·d columns, across t): n_head divisible by t. ValueError otherwise."""
+    t = whole("tensor_parallel", tensor_parallel)
+    divides(f"{config.name} 的注意力头数 n_head", config.n_head, "tensor_parallel", t)
+    return t
+
+
+def check_context_parallel(seq_len: int, context_parallel: int) -> int:
+    """``context_parallel`` if the sequence splits into 2·cp equal pieces, as Megatron-LM's context
+    parallelism cuts it (two pieces per device, one early and one late, to balance causal attention)."""
+    cp = whole("context_parallel", context_parallel)
+    if cp > 1:
+        divides("seq_len", whole("seq_len", seq_len), "2 × context_parallel", 2 * cp)
+    return cp
 
 
 def check_seq_len(config: GPTConfig, seq_len: object) -> int:
