@@ -3,7 +3,8 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from batchlab.formulas.partition import PARTITION_METHODS, partition_layers, stage_forward_flops
+from batchlab.formulas.partition import (PARTITION_METHODS, chunk_layers, partition_chunks, partition_layers,
+                                         stage_forward_flops)
 from batchlab.formulas.presets import (PUBLISHED_PARAMS, count_params, get_config, head_forward_flops,
                                        layer_forward_flops)
 from batchlab.measure.model import GPT
@@ -87,3 +88,46 @@ def test_gpt2_xl_compute_balance_unloads_only_the_last_stage():
 def test_bad_method_is_named():
     with pytest.raises(ValueError, match="method = 'random'：只能取 'uniform', 'compute', 'parameters' 之一"):
         partition_layers(get_config("tiny"), 2, "random")
+
+
+# ── several model chunks per device: interleaved 1F1B (loop placement) and ZB-V (V placement) ─────────
+
+@given(config=SMALL, p=st.integers(1, 6), v=st.integers(2, 4), placement=st.sampled_from(["loop", "v"]))
+def test_chunks_cover_each_layer_once_and_place_the_head(config, p, v, placement):
+    if placement == "v":
+        v = 2
+    if config.n_layer % (p * v):
+        with pytest.raises(ValueError, match="pipeline_stages × virtual_stages"):
+            partition_chunks(config, p, v, placement)
+        return
+    stages = partition_chunks(config, p, v, placement)
+    chunks = chunk_layers(config, p, v)
+    assert [i for c in chunks for i in c] == list(range(config.n_layer))
+    assert sorted(i for s in stages for i in s.layers) == list(range(config.n_layer))
+    assert all(len(s.chunks) == v and s.num_layers == config.n_layer // p for s in stages)
+    assert [s.has_embedding for s in stages] == [d == 0 for d in range(p)]
+    head = 0 if placement == "v" else p - 1     # ZB-V's V ends where it began
+    assert [s.has_head for s in stages] == [d == head for d in range(p)]
+    tied_copy = config.vocab_size * config.d_model if (config.tie_embeddings and head != 0) else 0
+    assert sum(s.params for s in stages) == count_params(config) + tied_copy
+
+
+def test_the_case_cut_into_chunks():
+    xl = get_config("gpt2-xl")
+    loop = partition_chunks(xl, 4, 2)
+    assert [s.chunks for s in loop] == [(range(0, 6), range(24, 30)), (range(6, 12), range(30, 36)),
+                                        (range(12, 18), range(36, 42)), (range(18, 24), range(42, 48))]
+    v = partition_chunks(xl, 4, 2, "v")
+    assert [s.chunks for s in v] == [(range(0, 6), range(42, 48)), (range(6, 12), range(36, 42)),
+                                     (range(12, 18), range(30, 36)), (range(18, 24), range(24, 30))]
+    one = partition_layers(xl, 4)
+    # the head on device 0: its embedding, the final LayerNorm, and no second copy of the tied matrix
+    assert v[0].params == one[0].params + 2 * xl.d_model and v[3].params == one[1].params
+    assert loop[3].params == one[3].params and [s.chunks for s in one] == [(s.layers,) for s in one]
+
+
+def test_chunks_refuse_an_uneven_cut():
+    with pytest.raises(ValueError, match="method = 'compute'：每张卡多段模型时各段层数相等"):
+        partition_chunks(get_config("gpt2-xl"), 4, 2, method="compute")
+    with pytest.raises(ValueError, match="placement = 'w'"):
+        partition_chunks(get_config("gpt2-xl"), 4, 2, "w")

@@ -2,9 +2,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from batchlab.formulas.batching import plan_batch
-from batchlab.formulas.pipeline_schedules import (OUTLIER_FACTOR, SCHEDULES, Timeline, bubble_fraction,
-                                         check_runnable, in_flight_microbatches, median_durations, median_timeline, outlier_ops,
-                                         pipeline_timeline, schedule_order, sibling_ratios, simulate)
+from batchlab.formulas.pipeline_schedules import (OUTLIER_FACTOR, SCHEDULES, Op, Timeline, bubble_fraction,
+                                         check_runnable, in_flight_chunks, in_flight_microbatches, median_durations,
+                                         median_timeline, outlier_ops, pipeline_timeline, placement_of, runnable,
+                                         schedule_order, sibling_ratios, simulable, simulate, virtual_stage)
 
 
 def test_lecture_bubble_numbers():
@@ -61,7 +62,7 @@ def test_bad_input():
         in_flight_microbatches("zb", 2, 2)
 
 
-@given(p=st.integers(1, 12), m=st.integers(1, 40), schedule=st.sampled_from(sorted(SCHEDULES)))
+@given(p=st.integers(1, 12), m=st.integers(1, 40), schedule=st.sampled_from(["gpipe", "1f1b"]))
 def test_in_flight_closed_form_matches_the_simulator(p, m, schedule):
     closed = in_flight_microbatches(schedule, p, m)
     assert closed == pipeline_timeline(schedule, p, m).peak_in_flight()
@@ -174,3 +175,172 @@ def test_the_median_timeline_refuses_steps_of_another_job():
     other = Timeline("1f1b", 2, 3, simulate(schedule_order("1f1b", 2, 3)))
     with pytest.raises(ValueError, match=r"steps\[1\] 与 steps\[0\] 不是同一个作业的一步"):
         median_timeline([_measured(CLEAN), other])
+
+
+# ── interleaved 1F1B and zero bubble: simulators, closed forms, torch's orders ─────────────────────────
+
+@st.composite
+def runnable_jobs(draw, schedules=("gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"), max_p=8):
+    """(schedule, p, m, v) that the rules allow (:func:`runnable`), drawn directly rather than filtered."""
+    schedule = draw(st.sampled_from(schedules))
+    p = draw(st.integers(1, max_p))
+    v = {"interleaved-1f1b": draw(st.integers(2, 4)), "zero-bubble": draw(st.integers(1, 2))}.get(schedule, 1)
+    m = p * draw(st.integers(1, 5)) if schedule == "interleaved-1f1b" else draw(st.integers(p, 4 * p + 4))
+    if not runnable(schedule, p, m, v):  # ZB-H1's rounds rule: the nearest multiple of p is allowed
+        m = p * (m // p)
+    assert runnable(schedule, p, m, v)
+    return schedule, p, m, v
+
+
+@given(runnable_jobs())
+def test_each_schedule_simulator_agrees_with_its_bubble_closed_form(job):
+    schedule, p, m, v = job
+    t = pipeline_timeline(schedule, p, m, virtual_stages=v)   # F = 1, B = 2 (= B 1 + W 1 when split)
+    assert t.idle_fraction == pytest.approx(bubble_fraction(p, m, schedule, v), abs=1e-12)
+    assert t.virtual_stages == v and {op.chunk for op in t.ops} == set(range(v))
+
+
+@given(runnable_jobs(("gpipe", "1f1b", "interleaved-1f1b")), st.sampled_from([(1.0, 1.0), (0.5, 3.0), (2.0, 1.0)]))
+def test_one_f_one_b_bubbles_hold_for_any_forward_and_backward_cost(job, costs):
+    schedule, p, m, v = job
+    t = pipeline_timeline(schedule, p, m, *costs, virtual_stages=v)
+    assert t.idle_fraction == pytest.approx(bubble_fraction(p, m, schedule, v), abs=1e-12)
+    # interleaving: each device idles (p − 1)/v of one micro-batch's F + B (Narayanan et al. 2021)
+    assert t.makespan == pytest.approx((m + (p - 1) / v) * v * sum(costs))
+
+
+@given(runnable_jobs())
+def test_each_schedule_in_flight_closed_form_matches_the_simulator(job):
+    schedule, p, m, v = job
+    chunks = in_flight_chunks(schedule, p, m, v)
+    assert chunks == pipeline_timeline(schedule, p, m, virtual_stages=v).peak_in_flight()
+    assert in_flight_microbatches(schedule, p, m, v) == [-(-c // v) for c in chunks]
+    if v == 1:
+        assert chunks == in_flight_microbatches(schedule, p, m)
+
+
+@given(runnable_jobs(("interleaved-1f1b",)))
+def test_interleaved_memory_is_megatrons(job):
+    _, p, m, v = job
+    assert in_flight_chunks("interleaved-1f1b", p, m, v) == [min(m * v, (v - 1) * p + 2 * (p - i - 1) + 1)
+                                                            for i in range(p)]
+    if m > p:  # device 0 holds 1F1B's p micro-batches times Megatron-LM's factor 1 + (p − 1)/(p·v)
+        assert in_flight_chunks("interleaved-1f1b", p, m, v)[0] / v == pytest.approx(p * (1 + (p - 1) / (p * v)))
+
+
+@given(runnable_jobs(("zero-bubble",)))
+def test_zero_bubble_bubble_time_against_1f1b(job):
+    _, p, m, v = job
+    zb = pipeline_timeline("zero-bubble", p, m, 1 / v, 2 / v, virtual_stages=v)   # a chunk is 1/v of a stage
+    one = pipeline_timeline("1f1b", p, m)
+    idle = lambda t: t.pipeline_stages * t.makespan - sum(op.end - op.start for op in t.ops)  # noqa: E731
+    if v == 1:  # ZB-H1: a third of 1F1B's idle time at 1F1B's peak activations
+        assert idle(zb) == pytest.approx(idle(one) / 3)
+        assert max(zb.peak_in_flight()) == max(one.peak_in_flight())
+    elif m >= (3 * p - 1) / 2:  # ZB-V: a sixth, once enough micro-batches fill the V
+        assert idle(zb) == pytest.approx(idle(one) / 6)
+        assert max(zb.peak_in_flight()) == 2 * max(one.peak_in_flight())   # chunks of half a stage
+
+
+@given(runnable_jobs(("interleaved-1f1b", "zero-bubble")))
+def test_interleaved_and_zero_bubble_bubbles_are_below_1f1bs(job):
+    schedule, p, m, v = job
+    ours, one = bubble_fraction(p, m, schedule, v), bubble_fraction(p, m, "1f1b")
+    assert ours < one if p > 1 else ours == one == 0
+    assert pipeline_timeline(schedule, p, m, virtual_stages=v).idle_fraction <= one + 1e-12
+
+
+def test_the_case_study_under_the_four_schedules():
+    # p = 4, m = 8: 1F1B 3/11 ≈ 27.3%; interleaved (v = 2) 3/19; ZB-H1 3/27; ZB-V 3/51
+    assert bubble_fraction(4, 8, "1f1b") == bubble_fraction(4, 8) == 3 / 11
+    assert bubble_fraction(4, 8, "interleaved-1f1b", 2) == 3 / 19
+    assert bubble_fraction(4, 8, "zero-bubble", 1) == 3 / 27
+    assert bubble_fraction(4, 8, "zero-bubble", 2) == 3 / 51
+    assert in_flight_chunks("interleaved-1f1b", 4, 8, 2) == [11, 9, 7, 5]
+    assert in_flight_chunks("zero-bubble", 4, 8, 1) == [4, 4, 4, 4]
+    assert in_flight_chunks("zero-bubble", 4, 8, 2) == [8, 8, 8, 8]
+    assert in_flight_microbatches("interleaved-1f1b", 4, 8, 2) == [6, 5, 4, 3]
+    # ZB-V with few micro-batches: torch drops the ones it planned up to 2p − 1, leaving holes
+    assert bubble_fraction(4, 4, "zero-bubble", 2) == 6 / 30
+
+
+@given(runnable_jobs(("interleaved-1f1b", "zero-bubble"), max_p=6))
+def test_every_op_once_and_its_inputs_first(job):
+    schedule, p, m, v = job
+    t = pipeline_timeline(schedule, p, m, virtual_stages=v)
+    kinds = "FBW" if schedule == "zero-bubble" else "FB"
+    assert sorted((op.kind, op.stage, op.chunk, op.microbatch) for op in t.ops) == sorted(
+        (k, d, c, i) for k in kinds for d in range(p) for c in range(v) for i in range(m))
+    place = placement_of(schedule, v)
+    end = {(op.kind, virtual_stage(op.stage, op.chunk, p, place), op.microbatch): op.end for op in t.ops}
+    last = p * v - 1
+    for op in t.ops:
+        k = virtual_stage(op.stage, op.chunk, p, place)
+        needs = {"F": ("F", k - 1, op.microbatch) if k else None,
+                 "B": ("B", k + 1, op.microbatch) if k < last else ("F", k, op.microbatch),
+                 "W": ("B", k, op.microbatch)}[op.kind]
+        assert needs is None or op.start >= end[needs]
+
+
+def test_placements():
+    # loop: device i holds i, i + p, …; V: device 0 holds the first and the last virtual stage
+    assert [virtual_stage(1, c, 4, "loop") for c in range(3)] == [1, 5, 9]
+    assert [virtual_stage(0, c, 4, "v") for c in range(2)] == [0, 7]
+    assert [virtual_stage(3, c, 4, "v") for c in range(2)] == [3, 4]
+    assert placement_of("zero-bubble", 2) == "v" and placement_of("zero-bubble", 1) == "loop"
+    assert placement_of("interleaved-1f1b", 2) == "loop"
+
+
+def test_new_schedules_refuse_what_the_rules_refuse():
+    with pytest.raises(ValueError, match="交错式 1F1B 要求微批次数是流水线阶段数 pipeline_stages = 4 的整数倍"):
+        schedule_order("interleaved-1f1b", 4, 6, 2)
+    with pytest.raises(ValueError, match="交错式 1F1B 要求每张卡放 ≥ 2 段模型"):
+        in_flight_chunks("interleaved-1f1b", 4, 8, 1)
+    with pytest.raises(ValueError, match="零气泡调度只有 ZB-H1"):
+        pipeline_timeline("zero-bubble", 4, 8, virtual_stages=3)
+    with pytest.raises(ValueError, match=r"ZB-H1 把微批次按每轮约 pipeline_stages = 4 个分成 ⌊m/p⌋ = 2 轮"):
+        check_runnable("zero-bubble", 4, 9)
+    assert simulable(100, 66) and not simulable(100, 66, "zero-bubble", 2)
+
+
+def test_split_backward_costs_and_keys():
+    orders = schedule_order("zero-bubble", 2, 2, 2)
+    ops = simulate(orders, placement="v")
+    assert {op.kind: op.end - op.start for op in ops} == {"F": 1.0, "B": 1.0, "W": 1.0}   # B + W = the backward
+    uniform = {(op.kind, op.stage, op.microbatch) if op.chunk == 0 else (op.kind, op.stage, op.microbatch, op.chunk):
+               1.0 for op in ops}
+    assert simulate(orders, durations=uniform, placement="v") == ops
+    with pytest.raises(ValueError, match=r"durations 缺少操作 \('W', 1, 1, 1\)"):
+        simulate(orders, durations={k: d for k, d in uniform.items() if k != ("W", 1, 1, 1)}, placement="v")
+    # read in loop placement, ZB-V's orders wait for inputs that never come: the placement matters
+    with pytest.raises(ValueError, match="调度死锁"):
+        simulate(orders)
+    with pytest.raises(ValueError, match="placement = 'v'：V 形放置每张卡正好两段模型"):
+        simulate(schedule_order("interleaved-1f1b", 2, 2, 3), placement="v")
+    with pytest.raises(ValueError, match="调度死锁"):   # a weight gradient before its input gradient
+        simulate([[("F", 0, 0), ("W", 0, 0), ("B", 0, 0)]])
+    with pytest.raises(ValueError, match="操作类型 'X' 不存在"):
+        simulate([[("X", 0, 0)]])
+
+
+def test_peak_in_flight_holds_an_activation_until_its_weight_gradient():
+    early = [Op(0, 0, "F", 0, 1), Op(0, 0, "B", 1, 2), Op(0, 0, "W", 2, 3), Op(0, 1, "F", 3, 4),
+             Op(0, 1, "B", 4, 5), Op(0, 1, "W", 5, 6)]
+    late = [Op(0, 0, "F", 0, 1), Op(0, 0, "B", 1, 2), Op(0, 1, "F", 2, 3), Op(0, 1, "B", 3, 4),
+            Op(0, 0, "W", 4, 5), Op(0, 1, "W", 5, 6)]
+    assert Timeline("zero-bubble", 1, 2, tuple(early)).peak_in_flight() == [1]
+    assert Timeline("zero-bubble", 1, 2, tuple(late)).peak_in_flight() == [2]   # W deferred: both held
+    no_w = tuple(op for op in late if op.kind != "W")   # without a split, B frees it
+    assert Timeline("1f1b", 1, 2, no_w).peak_in_flight() == [1]
+
+
+def test_outliers_and_medians_keep_chunks_apart():
+    t = pipeline_timeline("interleaved-1f1b", 2, 2, virtual_stages=2)
+    slow = Timeline(t.schedule, 2, 2, tuple(Op(o.stage, o.microbatch, o.kind, o.start, o.start + (10 if (
+        o.kind, o.stage, o.microbatch, o.chunk) == ("F", 1, 0, 1) else o.end - o.start), o.chunk)
+        for o in t.ops), 2)
+    assert outlier_ops(slow) == (("F", 1, 0, 1),) and outlier_ops(t) == ()
+    typical = median_timeline([t, t, slow])
+    assert typical.virtual_stages == 2 and typical.makespan == pytest.approx(t.makespan)
+    assert sorted((o.kind, o.stage, o.microbatch, o.chunk) for o in typical.ops) == sorted(
+        (o.kind, o.stage, o.microbatch, o.chunk) for o in t.ops)

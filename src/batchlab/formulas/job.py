@@ -17,8 +17,8 @@ from typing import Any
 
 from batchlab.formulas.batching import BatchPlan, device_count, plan_batch
 from batchlab.formulas.checks import at_most, between, fraction, one_of, whole
-from batchlab.formulas.partition import Stage, check_virtual_stages, partition_layers
-from batchlab.formulas.pipeline_schedules import check_runnable, in_flight_microbatches
+from batchlab.formulas.partition import Stage, check_virtual_stages, partition_chunks, partition_layers
+from batchlab.formulas.pipeline_schedules import check_runnable, in_flight_chunks, in_flight_microbatches, placement_of
 from batchlab.formulas.precision import ELEMENT_BYTES, PRECISION_DTYPE, PRECISIONS, default_precision, gradient_bytes
 from batchlab.formulas.presets import GPTConfig, check_context_parallel, check_seq_len, check_tensor_parallel
 
@@ -111,6 +111,9 @@ class Job:
         stages = partition_layers(self.model, self.pipeline_stages, self.partition, self.seq_len)
         check_runnable(self.schedule, self.pipeline_stages, plan.num_microbatches, self.virtual_stages)
         check_virtual_stages(self.model, self.pipeline_stages, self.virtual_stages)
+        if self.virtual_stages > 1:  # p · v equal chunks, placed as the schedule places them
+            stages = partition_chunks(self.model, self.pipeline_stages, self.virtual_stages,
+                                      placement_of(self.schedule, self.virtual_stages), self.partition)
         check_tensor_parallel(self.model, self.tensor_parallel)
         one_of("sequence_parallel", self.sequence_parallel, (True, False))
         if self.sequence_parallel and self.tensor_parallel == 1:
@@ -132,8 +135,9 @@ class Job:
         # Derived once; not fields, so equality, hashing and replace() see only what was chosen.
         object.__setattr__(self, "_plan", plan)
         object.__setattr__(self, "_stages", tuple(stages))
-        object.__setattr__(self, "_in_flight", tuple(in_flight_microbatches(
-            self.schedule, self.pipeline_stages, plan.num_microbatches)))
+        counts = (self.schedule, self.pipeline_stages, plan.num_microbatches, self.virtual_stages)
+        object.__setattr__(self, "_in_flight", tuple(in_flight_microbatches(*counts)))
+        object.__setattr__(self, "_in_flight_chunks", tuple(in_flight_chunks(*counts)))
 
     @property
     def plan(self) -> BatchPlan:
@@ -157,13 +161,22 @@ class Job:
 
     @property
     def stages(self) -> tuple[Stage, ...]:
-        """The layers and parameters of each pipeline stage (:func:`~batchlab.formulas.partition.partition_layers`)."""
+        """The layers and parameters of each pipeline stage (:func:`~batchlab.formulas.partition.partition_layers`;
+        with v > 1 chunks per device :func:`~batchlab.formulas.partition.partition_chunks`: under ZB-V the head
+        is on device 0)."""
         return self._stages
 
     @property
     def in_flight_microbatches(self) -> tuple[int, ...]:
-        """Per stage, the most micro-batches whose activations it holds at once under this schedule."""
+        """Per stage, the most micro-batches whose activations it holds at once under this schedule
+        (with v > 1 chunks per device, whole micro-batches' worth: ⌈:attr:`in_flight_chunks` / v⌉)."""
         return self._in_flight
+
+    @property
+    def in_flight_chunks(self) -> tuple[int, ...]:
+        """Per stage, the most model-chunk activations (n_layer/(p·v) layers each) it holds at once
+        (:func:`~batchlab.formulas.pipeline_schedules.in_flight_chunks`; v = 1: :attr:`in_flight_microbatches`)."""
+        return self._in_flight_chunks
 
     @property
     def tokens_per_microbatch(self) -> int:

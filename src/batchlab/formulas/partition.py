@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from batchlab.formulas.checks import at_most, divides, one_of, whole
+from batchlab.formulas.pipeline_schedules import virtual_stage
 from batchlab.formulas.presets import (GPTConfig, check_seq_len, embedding_params, head_forward_flops, head_params,
                                        layer_forward_flops, layer_params)
 
-__all__ = ["Stage", "PARTITION_METHODS", "partition_layers", "stage_forward_flops", "check_virtual_stages"]
+__all__ = ["Stage", "PARTITION_METHODS", "partition_layers", "stage_forward_flops", "check_virtual_stages",
+           "chunk_layers", "partition_chunks"]
 
 PARTITION_METHODS: dict[str, str] = {
     "uniform": "均匀切分：每段 ⌊L/p⌋ 层，余下的层从第一段起各加一层",
@@ -37,14 +39,20 @@ PARTITION_METHODS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Stage:
-    """One pipeline stage: the transformer layers it runs and the parameters it holds."""
+    """One pipeline stage (one device of the pipeline): the transformer layers it runs and the parameters
+    it holds. With v model chunks per device (interleaved 1F1B, ZB-V) ``layers`` are all of the device's
+    layers, in order (a tuple: the chunks are not contiguous), and ``chunks`` each chunk's layers, in the
+    device's local chunk order (:func:`~batchlab.formulas.pipeline_schedules.virtual_stage`)."""
 
     index: int
-    layers: range
+    layers: range | tuple[int, ...]
     has_embedding: bool
     has_head: bool
     params: int
-    """Parameters held on this stage; a tied embedding counts on both the first and the last stage."""
+    """Parameters held on this stage; a tied embedding counts on both the first and the last stage (once
+    when both are on this device, as under ZB-V's V placement)."""
+    chunks: tuple[range, ...] = ()
+    """Each model chunk's layers, local chunk 0 first (one chunk, ``(layers,)``, for one chunk per device)."""
 
     @property
     def num_layers(self) -> int:
@@ -130,7 +138,8 @@ def partition_layers(config: GPTConfig, pipeline_stages: int, method: str = "uni
     stages, start = [], 0
     for i, size in enumerate(sizes):
         stages.append(Stage(index=i, layers=range(start, start + size), has_embedding=i == 0,
-                            has_head=i == p - 1, params=_stage_params(config, p, i, size)))
+                            has_head=i == p - 1, params=_stage_params(config, p, i, size),
+                            chunks=(range(start, start + size),)))
         start += size
     return stages
 
@@ -144,3 +153,43 @@ def check_virtual_stages(config: GPTConfig, pipeline_stages: int, virtual_stages
     if v > 1:
         divides(f"{config.name} 的层数 n_layer", config.n_layer, "pipeline_stages × virtual_stages", p * v)
     return v
+
+
+def chunk_layers(config: GPTConfig, pipeline_stages: int, virtual_stages: int) -> list[range]:
+    """The layers of each of the p · v virtual stages (model chunks), in model order: n_layer/(p·v) each
+    (:func:`check_virtual_stages`)."""
+    v = check_virtual_stages(config, pipeline_stages, virtual_stages)
+    size = config.n_layer // (pipeline_stages * v)
+    return [range(k * size, (k + 1) * size) for k in range(pipeline_stages * v)]
+
+
+def partition_chunks(config: GPTConfig, pipeline_stages: int, virtual_stages: int, placement: str = "loop",
+                     method: str = "uniform") -> list[Stage]:
+    """Each device's chunks when the layers are cut into p · v equal chunks (:func:`chunk_layers`), placed
+    by ``placement`` (:func:`~batchlab.formulas.pipeline_schedules.virtual_stage`): ``"loop"`` (interleaved
+    1F1B: device i holds chunks i, i + p, …; the head on device p − 1) or ``"v"`` (ZB-V: device i holds
+    chunks i and 2p − 1 − i, so device 0 holds both the embedding and the head). The embedding goes with
+    virtual stage 0 and the head with the last; a tied head needs its own copy of the embedding matrix only
+    on another device. Megatron-LM cuts interleaved chunks equally, so ``method`` must be ``"uniform"``."""
+    one_of("method", method, PARTITION_METHODS)
+    if method != "uniform":
+        raise ValueError(f"method = {method!r}：每张卡多段模型时各段层数相等（Megatron-LM 的规则），只能用 'uniform'")
+    one_of("placement", placement, ("loop", "v"))
+    ranges = chunk_layers(config, pipeline_stages, virtual_stages)
+    p, last = pipeline_stages, len(ranges) - 1
+    head_device = next(d for d in range(p) for c in range(virtual_stages)
+                       if virtual_stage(d, c, p, placement) == last)
+    stages = []
+    for d in range(p):
+        ks = [virtual_stage(d, c, p, placement) for c in range(virtual_stages)]
+        chunks = tuple(ranges[k] for k in ks)
+        layers = tuple(sorted(i for chunk in chunks for i in chunk))
+        params = len(layers) * layer_params(config)
+        if 0 in ks:
+            params += embedding_params(config)
+        if last in ks:
+            tied_copy = config.vocab_size * config.d_model if config.tie_embeddings and head_device != 0 else 0
+            params += head_params(config) + tied_copy
+        stages.append(Stage(index=d, layers=layers, has_embedding=0 in ks, has_head=last in ks, params=params,
+                            chunks=chunks))
+    return stages

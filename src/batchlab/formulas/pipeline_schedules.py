@@ -1,23 +1,26 @@
 """Pipeline micro-batch schedules as plain numbers: who runs what, when, and how much is idle.
 
-Pure math, no torch. ``schedule_order`` lists each stage's operations in the order a schedule
-issues them (GPipe: Huang et al. 2019; 1F1B: PipeDream-Flush, Narayanan et al. 2021), and
-``simulate`` replays them under their data dependencies with given op costs.
+Pure math, no torch. ``schedule_order`` lists each device's operations in the order a schedule issues them
+(GPipe, 1F1B; interleaved 1F1B and zero bubble as torch 2.13 does: :mod:`batchlab.formulas.schedule_orders`),
+``simulate`` replays them under their data dependencies with given op costs, and the closed forms beside
+it (:func:`bubble_fraction`, :func:`in_flight_chunks`) agree with it.
 """
 from __future__ import annotations
 
 import statistics
-from collections import deque
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from batchlab.formulas.checks import at_most, one_of, positive, whole
+from batchlab.formulas.schedule_orders import (gpipe_order, interleaved_order, one_f_one_b_order, replay,
+                                               zbh1_order, zbv_order)
 
 __all__ = [
-    "ScheduleName", "SCHEDULES", "VIRTUAL_STAGES_LIMIT", "BACKWARD_PER_FORWARD", "Op", "Timeline", "bubble_fraction",
-    "in_flight_microbatches", "schedule_order", "MAX_SIMULATED_OPS", "simulable", "runnable", "check_runnable", "simulate", "pipeline_timeline",
-    "median_durations", "median_timeline", "OUTLIER_FACTOR", "sibling_ratios", "outlier_ops",
+    "ScheduleName", "SCHEDULES", "VIRTUAL_STAGES_LIMIT", "BACKWARD_PER_FORWARD", "Op", "op_key", "Timeline",
+    "bubble_fraction", "in_flight_chunks", "in_flight_microbatches", "placement_of", "virtual_stage",
+    "schedule_order", "op_count", "MAX_SIMULATED_OPS", "simulable", "runnable", "check_runnable", "simulate",
+    "pipeline_timeline", "median_durations", "median_timeline", "OUTLIER_FACTOR", "sibling_ratios", "outlier_ops",
 ]
 
 ScheduleName = Literal["gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"]
@@ -26,6 +29,7 @@ BACKWARD_PER_FORWARD = 2
 """A backward pass costs twice its forward: the gradient with respect to the input and the one with
 respect to the weights are one matmul each (Narayanan et al. 2021, §5.1). The simulator's default op
 costs and the throughput model both read it."""
+
 # The schedules' names in code (keys) and as readers see them (values); plots, widgets and the CLI
 # read this one table.
 SCHEDULES: dict[str, str] = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b": "交错式 1F1B",
@@ -34,38 +38,92 @@ VIRTUAL_STAGES_LIMIT = 64
 """The most model chunks (virtual stages) one device may hold; far beyond Megatron-LM practice (2–8)."""
 
 
-def bubble_fraction(pipeline_stages: int, num_microbatches: int) -> float:
-    """Idle share of a pipeline step, (p − 1)/(m + p − 1), as in GPipe and the lecture (原文).
+def bubble_fraction(pipeline_stages: int, num_microbatches: int, schedule: ScheduleName = "1f1b",
+                    virtual_stages: int = 1) -> float:
+    """Idle share of a pipeline step under ``schedule`` with v = ``virtual_stages`` chunks per device.
 
-    With uniform stage costs, each of the p stages is busy for m slots out of m + p − 1. Plain
-    arithmetic: the counts come from a validated :class:`~batchlab.formulas.batching.BatchPlan` or job.
-    """
-    return (pipeline_stages - 1) / (num_microbatches + pipeline_stages - 1)
+    GPipe and 1F1B (the lecture, 原文): each of the p stages is busy for m slots out of m + p − 1, so
+    (p − 1)/(m + p − 1). Interleaved 1F1B (Narayanan et al. 2021): the idle time per device shrinks to
+    (p − 1)/v of one micro-batch's forward and backward, so ((p − 1)/v)/(m + (p − 1)/v) = (p − 1)/(v·m + p − 1).
+    ZB-H1 (v = 1, Qi et al. 2024, F = B = W): each device idles p − 1 op times, an op being a third of a
+    micro-batch's work on a stage, so (p − 1)/(3m + p − 1), a third of 1F1B's bubble time. ZB-V (v = 2, torch's
+    order, F = B = W per chunk): idle time max(p − 1, 2(2p − 1 − m)) chunk ops per device
+    beside 6m busy ones; for m ≥ 1.5p − 0.5 that is (p − 1)/(6m + p − 1), a sixth of 1F1B's bubble time —
+    not zero: device i still waits i ops for the first forward to reach it, and the last backward takes
+    as long to come back. The zero-bubble forms hold for F = B = W, the others for any F and B; each equals
+    the simulator's idle share (a property test). Plain arithmetic on validated counts (a plan or job)."""
+    p, m, v = pipeline_stages, num_microbatches, virtual_stages
+    if schedule in ("gpipe", "1f1b"):
+        return (p - 1) / (m + p - 1)
+    one_of("schedule", schedule, SCHEDULES)
+    if schedule == "interleaved-1f1b":
+        return (p - 1) / (v * m + p - 1)
+    if v == 1:  # ZB-H1
+        return (p - 1) / (3 * m + p - 1)
+    # ZB-V, in chunk ops (F = B = W): 6m busy per device; p − 1 idle while the first forward reaches the last
+    # device and the last backward comes back, or the holes torch leaves where it drops the micro-batches it
+    # planned up to 2p − 1, 2(2p − 1 − m)
+    idle = max(p - 1, 2 * (2 * p - 1 - m))
+    return idle / (6 * m + idle)
 
 
-def in_flight_microbatches(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[int]:
+def in_flight_chunks(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int,
+                     virtual_stages: int = 1) -> list[int]:
+    """Per device i (0 = first), the most model-chunk activations (n_layer/(p·v) layers each) it holds at once,
+    each from its forward until its W, or its whole backward when not split (v = 1: :func:`in_flight_microbatches`).
+
+    GPipe: m. 1F1B: min(p − i, m). Interleaved 1F1B: min(m·v, (v − 1)·p + 2(p − i − 1) + 1), the warm-up
+    forwards and one more; on device 0 with m > p, p·v·(1 + (p − 1)/(p·v)): Megatron-LM's interleaving memory
+    factor on 1F1B's p micro-batches. ZB-H1: p everywhere (torch holds device i's first i W back to fill its
+    bubble: 1F1B's peak on every device). ZB-V: min(2p, m + i + 1); with m ≥ 2p − 1, 2p chunks of half a
+    stage: 1F1B's peak on every device. :meth:`Timeline.peak_in_flight` agrees (a property test)."""
+    one_of("schedule", schedule, SCHEDULES)
+    p = whole("pipeline_stages", pipeline_stages)
+    m = whole("num_microbatches", num_microbatches)
+    v = whole("virtual_stages", virtual_stages)
+    if schedule == "gpipe":
+        return [m * v] * p
+    if schedule == "1f1b":
+        return [min(p - i, m) for i in range(p)]
+    check_runnable(schedule, p, m, v)
+    if schedule == "interleaved-1f1b":
+        return [min(m * v, (v - 1) * p + 2 * (p - i - 1) + 1) for i in range(p)]
+    if v == 1:
+        return [p] * p
+    return [min(2 * p, m + i + 1) for i in range(p)]   # ZB-V: its warm-up forwards, before a W frees one
+
+
+def in_flight_microbatches(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int,
+                           virtual_stages: int = 1) -> list[int]:
     """Per stage i (0 = first), the most micro-batches whose activations it holds at once.
 
     GPipe runs every forward before any backward, so every stage holds all m. 1F1B lets stage i run
     p − i − 1 warm-up forwards, then alternates one forward with one backward, so it holds
     min(p − i, m). This count, not the global batch, multiplies a stage's activation memory (4.3).
-    The simulator's :meth:`Timeline.peak_in_flight` must agree (a property test checks it).
-    """
-    one_of("schedule", schedule, SCHEDULES)
-    p = whole("pipeline_stages", pipeline_stages)
-    m = whole("num_microbatches", num_microbatches)
-    if schedule == "gpipe":
-        return [m] * p
-    return [min(p - i, m) for i in range(p)]
+    With v > 1 chunks per device, :func:`in_flight_chunks` in whole micro-batches, ⌈chunks / v⌉ (Megatron-LM's
+    in-flight micro-batches). The simulator's :meth:`Timeline.peak_in_flight` agrees (a property test)."""
+    return [-(-chunks // virtual_stages)
+            for chunks in in_flight_chunks(schedule, pipeline_stages, num_microbatches, virtual_stages)]
 
 
 @dataclass(frozen=True)
 class Op:
+    """One op of a pipeline step on device ``stage``: ``kind`` F (forward), B (backward; with a split backward
+    the input gradient only) or W (weight gradient), of ``microbatch`` on local chunk ``chunk`` (:func:`virtual_stage`)."""
+
     stage: int
     microbatch: int
-    kind: Literal["F", "B"]
+    kind: Literal["F", "B", "W"]
     start: float
     end: float
+    chunk: int = 0
+
+
+def op_key(op: Op) -> tuple:
+    """An op's key in ``durations`` and in the outlier checks: ``(kind, stage, microbatch)`` for chunk 0
+    (every op of a one-chunk schedule, the keys measured runs always used), ``(kind, stage, microbatch,
+    chunk)`` otherwise."""
+    return (op.kind, op.stage, op.microbatch) if op.chunk == 0 else (op.kind, op.stage, op.microbatch, op.chunk)
 
 
 @dataclass(frozen=True)
@@ -74,6 +132,7 @@ class Timeline:
     pipeline_stages: int
     num_microbatches: int
     ops: tuple[Op, ...]
+    virtual_stages: int = 1
 
     @property
     def makespan(self) -> float:
@@ -81,15 +140,16 @@ class Timeline:
 
     @property
     def idle_fraction(self) -> float:
-        """The bubble read off this timeline: 1 − busy time / (stages × makespan). Equals the formula
+        """The bubble read off this timeline: 1 − busy time / (devices × makespan). Equals the formula
         :func:`bubble_fraction` when op costs are uniform; with real (measured) costs it need not."""
         busy = sum(op.end - op.start for op in self.ops)
         return 1.0 - busy / (self.pipeline_stages * self.makespan)
 
     def peak_in_flight(self) -> list[int]:
-        """Per stage, the most micro-batches whose activations are held at once (forward done,
-        backward not yet): what decides activation memory in 4.3. Compare
-        :func:`in_flight_microbatches`, the closed form."""
+        """Per device, the most model-chunk activations held at once (forward done, backward not yet; with
+        a split backward, W not yet): what decides activation memory in 4.3. With one chunk per device these
+        are micro-batches. Compare :func:`in_flight_chunks`, the closed form."""
+        frees = "W" if any(op.kind == "W" for op in self.ops) else "B"
         by_stage: list[list[Op]] = [[] for _ in range(self.pipeline_stages)]
         for op in self.ops:  # one pass, not one per stage: p × ops was seconds at p = 10,000
             by_stage[op.stage].append(op)
@@ -97,40 +157,67 @@ class Timeline:
         for ops in by_stage:
             held = peak = 0
             for op in sorted(ops, key=lambda o: o.start):
-                held += 1 if op.kind == "F" else -1
+                held += 1 if op.kind == "F" else -1 if op.kind == frees else 0
                 peak = max(peak, held)
             peaks.append(peak)
         return peaks
 
 
-def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int) -> list[list[tuple[str, int]]]:
-    """Each stage's operations, in issue order, as ("F" | "B", microbatch) pairs."""
+Placement = Literal["loop", "v"]
+
+
+def placement_of(schedule: ScheduleName, virtual_stages: int = 1) -> Placement:
+    """How a schedule lays its p·v virtual stages on p devices: ``"v"`` for ZB-V (device i holds virtual
+    stages i and 2p − 1 − i, so the first and the last are on device 0), ``"loop"`` otherwise (device i
+    holds i, i + p, i + 2p, …: Megatron-LM's and torch's interleaving)."""
+    return "v" if schedule == "zero-bubble" and virtual_stages == 2 else "loop"
+
+
+def virtual_stage(device: int, chunk: int, pipeline_stages: int, placement: Placement = "loop") -> int:
+    """The virtual stage (0 = the embedding's, p·v − 1 = the head's) that ``device`` runs as its local
+    ``chunk``: chunk·p + device in loop placement; device, then 2p − 1 − device in V placement."""
+    if placement == "v":
+        return device if chunk == 0 else 2 * pipeline_stages - 1 - device
+    return chunk * pipeline_stages + device
+
+
+def schedule_order(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int,
+                   virtual_stages: int = 1) -> list[list[tuple]]:
+    """Each device's operations, in issue order: ("F" | "B", microbatch) pairs for GPipe and 1F1B, and
+    (kind, microbatch, chunk) triples for the interleaved and zero-bubble schedules, kind "F", "B" or "W"
+    and chunk the local index of :func:`virtual_stage`. Those two are the compute actions of torch 2.13's
+    ``ScheduleInterleaved1F1B``, ``ScheduleInterleavedZeroBubble`` (ZB-H1, one stage per rank) and
+    ``ScheduleZBVZeroBubble`` (ZB-V), in order (tests/test_schedule_orders_torch.py compares them)."""
     one_of("schedule", schedule, SCHEDULES)
     p = whole("pipeline_stages", pipeline_stages)
     m = whole("num_microbatches", num_microbatches)
-    if schedule == "gpipe":
-        return [[("F", i) for i in range(m)] + [("B", i) for i in range(m)] for _ in range(p)]
-    orders = []  # 1F1B
-    for stage in range(p):
-        warmup = min(p - stage - 1, m)
-        order = [("F", i) for i in range(warmup)]
-        for j in range(m - warmup):
-            order += [("F", warmup + j), ("B", j)]
-        order += [("B", j) for j in range(m - warmup, m)]
-        orders.append(order)
-    return orders
+    v = whole("virtual_stages", virtual_stages)
+    if schedule in ("gpipe", "1f1b") and v == 1:  # defined for m < p too (the degenerate case the rules refuse)
+        return [(gpipe_order if schedule == "gpipe" else one_f_one_b_order)(p, m, d) for d in range(p)]
+    check_runnable(schedule, p, m, v)
+    if schedule == "interleaved-1f1b":
+        return [interleaved_order(p, m, v, d) for d in range(p)]
+    if v == 1:
+        return [zbh1_order(p, m, d) for d in range(p)]
+    return [zbv_order(p, m, d) for d in range(p)]
+
+
+def op_count(schedule: ScheduleName, pipeline_stages: int, num_microbatches: int, virtual_stages: int = 1) -> int:
+    """The ops of one step: F and B for each micro-batch on each of the p·v chunks, and W too when the
+    backward is split (zero bubble)."""
+    return (3 if schedule == "zero-bubble" else 2) * pipeline_stages * num_microbatches * virtual_stages
 
 
 MAX_SIMULATED_OPS = 20_000
-"""The most forward and backward ops (2·p·m) :func:`simulate` replays for one step, about 0.1 s here
-whatever the split between p and m (the replay's work grows with the ops).
-Longer steps are answered by the closed forms (:func:`bubble_fraction`, :func:`in_flight_microbatches`),
-which the simulator agrees with (a property test)."""
+"""The most ops (:func:`op_count`; 2·p·m for GPipe and 1F1B) :func:`simulate` replays for one step, about
+0.1 s here whatever the split between p and m (the replay's work grows with the ops). Longer steps are
+answered by the closed forms (:func:`bubble_fraction`, :func:`in_flight_chunks`), which it agrees with."""
 
 
-def simulable(pipeline_stages: int, num_microbatches: int) -> bool:
-    """Whether one step of p stages and m micro-batches is within :data:`MAX_SIMULATED_OPS`."""
-    return 2 * pipeline_stages * num_microbatches <= MAX_SIMULATED_OPS
+def simulable(pipeline_stages: int, num_microbatches: int, schedule: ScheduleName = "1f1b",
+              virtual_stages: int = 1) -> bool:
+    """Whether one step is within :data:`MAX_SIMULATED_OPS` (:func:`op_count`)."""
+    return op_count(schedule, pipeline_stages, num_microbatches, virtual_stages) <= MAX_SIMULATED_OPS
 
 
 def _refusal(schedule: str, p: int, m: int, v: int) -> str | None:
@@ -148,6 +235,9 @@ def _refusal(schedule: str, p: int, m: int, v: int) -> str | None:
     if schedule == "interleaved-1f1b" and m % p:
         return (f"num_microbatches = {m}：交错式 1F1B 要求微批次数是流水线阶段数 pipeline_stages = {p} 的整数倍"
                 "（Megatron-LM 的规则）")
+    if schedule == "zero-bubble" and v == 1 and m % (m // p):
+        return (f"num_microbatches = {m}：ZB-H1 把微批次按每轮约 pipeline_stages = {p} 个分成 ⌊m/p⌋ = {m // p} 轮，"
+                "要求微批次数是轮数的整数倍（torch 的 ScheduleInterleavedZeroBubble 的规则）")
     return None
 
 
@@ -169,7 +259,8 @@ def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatche
       interleaved and zero-bubble schedules.
     - Interleaved 1F1B holds v ≥ 2 chunks per device and needs m to be a multiple of p (Megatron-LM's
       rule; torch's flexible variant accepts more, the book keeps the stricter one its readers meet).
-    - Zero bubble runs ZB-H1 with v = 1 and ZB-V with v = 2 (Qi et al. 2024).
+    - Zero bubble: ZB-H1 (v = 1) and ZB-V (v = 2), Qi et al. 2024. ZB-H1 is torch's ``ScheduleInterleavedZeroBubble``
+      with one stage per rank, which refuses an m not a multiple of its ⌊m/p⌋ rounds (p = 4: m = 9, 11, 13, 14).
     """
     one_of("schedule", schedule, SCHEDULES)
     p = whole("pipeline_stages", pipeline_stages)
@@ -182,62 +273,35 @@ def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatche
 
 
 def simulate(
-    orders: list[list[tuple[str, int]]],
+    orders: list[list[tuple]],
     forward_time: float = 1.0,
     backward_time: float = float(BACKWARD_PER_FORWARD),
-    durations: dict[tuple[str, int, int], float] | None = None,
+    durations: Mapping[tuple, float] | None = None,
+    *,
+    placement: Placement = "loop",
 ) -> tuple[Op, ...]:
-    """Replay per-stage orders: an op starts when its stage is free and its input has arrived.
+    """Replay per-device orders (:func:`schedule_order`): an op starts when its device is free and its input
+    has arrived (:func:`~batchlab.formulas.schedule_orders.replay`).
 
-    F(s, i) needs F(s−1, i); B(s, i) needs B(s+1, i), or F(s, i) on the last stage.
+    Dependencies follow the virtual stages (:func:`virtual_stage` of the op's device and chunk under
+    ``placement``; v is read off the orders): F(k, i) needs F(k−1, i); B(k, i) needs B(k+1, i), or F(k, i)
+    on the last virtual stage; W(k, i) needs B(k, i).
     Communication is free here; the measured pipelines of 4.4 add it back.
 
-    ``durations`` (optional) gives each op its own cost, keyed ``(kind, stage, microbatch)``, e.g. the
-    per-op times measured in one process by :func:`batchlab.measure.pipeline_local.run_pipeline_local`; it then
+    Costs: F ``forward_time`` per chunk; B ``backward_time``, or B and W half of it each when the orders split
+    the backward (hold W ops): one matmul each (:data:`BACKWARD_PER_FORWARD`), so F = B = W by default.
+    ``durations`` (optional) gives each op its own cost, keyed by :func:`op_key` (``(kind, stage, microbatch)``
+    for chunk 0, as :func:`batchlab.measure.pipeline_local.run_pipeline_local` measures them); it then
     replaces ``forward_time`` and ``backward_time`` and must cover every op.
     """
     forward_time = positive("forward_time", forward_time)
     backward_time = positive("backward_time", backward_time)
+    one_of("placement", placement, ("loop", "v"))
     p = len(orders)
-    done: dict[tuple[str, int, int], float] = {}
-    cursor = [0] * p
-    free_at = [0.0] * p
-    ops: list[Op] = []
-    # Stages to look at again: all at first, then only those a finished op may have unblocked (F(s, i)
-    # feeds stage s + 1, B(s, i) stage s − 1), so the work grows with the ops, not with p × the rounds
-    # a backward takes to ripple back (sweeping every stage each round was 13 s at p = 10,000, m = 1).
-    # An op's start depends only on its stage's previous op and its input, not on this visiting order.
-    waiting = deque(range(p))
-    queued = [True] * p
-    while waiting:
-        s = waiting.popleft()
-        queued[s] = False
-        while cursor[s] < len(orders[s]):
-            kind, i = orders[s][cursor[s]]
-            if kind == "F":
-                dep = ("F", s - 1, i) if s > 0 else None
-            else:
-                dep = ("B", s + 1, i) if s < p - 1 else ("F", s, i)
-            if dep is not None and dep not in done:
-                break
-            start = max(free_at[s], done[dep] if dep else 0.0)
-            if durations is None:
-                cost = forward_time if kind == "F" else backward_time
-            elif (kind, s, i) in durations:
-                cost = positive(f"durations[{(kind, s, i)!r}]", durations[(kind, s, i)])
-            else:
-                raise ValueError(f"durations 缺少操作 {(kind, s, i)!r}：必须为每个操作给出耗时")
-            end = start + cost
-            done[(kind, s, i)] = free_at[s] = end
-            ops.append(Op(stage=s, microbatch=i, kind=kind, start=start, end=end))
-            cursor[s] += 1
-            fed = s + 1 if kind == "F" else s - 1
-            if 0 <= fed < p and not queued[fed]:
-                waiting.append(fed)
-                queued[fed] = True
-    if any(cursor[s] < len(orders[s]) for s in range(p)):
-        raise ValueError("调度死锁：某个阶段在等待一个永远不会执行的操作")
-    return tuple(ops)
+    ops = replay(orders, forward_time, backward_time, durations, lambda d, c: virtual_stage(d, c, p, placement),
+                 placement == "v")
+    return tuple(Op(stage=s, microbatch=i, kind=kind, start=start, end=end, chunk=chunk)
+                 for s, i, kind, start, end, chunk in ops)
 
 
 def pipeline_timeline(
@@ -246,13 +310,17 @@ def pipeline_timeline(
     num_microbatches: int,
     forward_time: float = 1.0,
     backward_time: float = float(BACKWARD_PER_FORWARD),
+    *,
+    virtual_stages: int = 1,
 ) -> Timeline:
-    """Simulated timeline of one optimizer step of ``schedule`` (ValueError beyond :data:`MAX_SIMULATED_OPS`)."""
-    orders = schedule_order(schedule, pipeline_stages, num_microbatches)
-    if not simulable(pipeline_stages, num_microbatches):
-        raise ValueError(f"2 × pipeline_stages × num_microbatches = {2 * pipeline_stages * num_microbatches} 超过了"
-                         f"模拟器一步重放的上限 {MAX_SIMULATED_OPS}：请用公式 bubble_fraction / in_flight_microbatches")
-    return Timeline(schedule, pipeline_stages, num_microbatches, simulate(orders, forward_time, backward_time))
+    """Simulated timeline of one optimizer step of ``schedule`` with ``virtual_stages`` chunks per device
+    (ValueError beyond :data:`MAX_SIMULATED_OPS`). ``forward_time`` and ``backward_time`` are one chunk's."""
+    orders = schedule_order(schedule, pipeline_stages, num_microbatches, virtual_stages)
+    if not simulable(pipeline_stages, num_microbatches, schedule, virtual_stages):
+        raise ValueError(f"这一步有 {op_count(schedule, pipeline_stages, num_microbatches, virtual_stages)} 个操作，"
+                         f"超过了模拟器一步重放的上限 {MAX_SIMULATED_OPS}：请用公式 bubble_fraction / in_flight_chunks")
+    ops = simulate(orders, forward_time, backward_time, placement=placement_of(schedule, virtual_stages))
+    return Timeline(schedule, pipeline_stages, num_microbatches, ops, virtual_stages)
 
 
 K = TypeVar("K", bound=Hashable)
@@ -281,23 +349,23 @@ def median_timeline(steps: Sequence[Timeline]) -> Timeline:
     if not steps:
         raise ValueError("steps 为空：至少需要一步的实测时间线")
     first = steps[0]
-    keys = sorted((op.kind, op.stage, op.microbatch) for op in first.ops)   # as sibling_ratios keys them
-    per_op: dict[tuple[str, int, int], tuple[list[float], list[float]]] = {key: ([], []) for key in keys}
+    keys = sorted((op.kind, op.stage, op.microbatch, op.chunk) for op in first.ops)
+    per_op: dict[tuple[str, int, int, int], tuple[list[float], list[float]]] = {key: ([], []) for key in keys}
     for k, step in enumerate(steps):
-        if (step.schedule, step.pipeline_stages, step.num_microbatches) != (
-                first.schedule, first.pipeline_stages, first.num_microbatches) or \
-                sorted((op.kind, op.stage, op.microbatch) for op in step.ops) != keys:
+        if (step.schedule, step.pipeline_stages, step.num_microbatches, step.virtual_stages) != (
+                first.schedule, first.pipeline_stages, first.num_microbatches, first.virtual_stages) or \
+                sorted((op.kind, op.stage, op.microbatch, op.chunk) for op in step.ops) != keys:
             raise ValueError(f"steps[{k}] 与 steps[0] 不是同一个作业的一步：每一步必须有同样的操作")
         origin = min(op.start for op in step.ops)
         for op in step.ops:
-            starts, ends = per_op[(op.kind, op.stage, op.microbatch)]
+            starts, ends = per_op[(op.kind, op.stage, op.microbatch, op.chunk)]
             starts.append(op.start - origin)
             ends.append(op.end - origin)
     medians = {key: (statistics.median(starts), statistics.median(ends)) for key, (starts, ends) in per_op.items()}
     origin = min(start for start, _ in medians.values())
-    ops = tuple(Op(stage=stage, microbatch=mb, kind=kind, start=start - origin, end=end - origin)
-                for (kind, stage, mb), (start, end) in sorted(medians.items(), key=lambda item: item[1][0]))
-    return Timeline(first.schedule, first.pipeline_stages, first.num_microbatches, ops)
+    ops = tuple(Op(stage=stage, microbatch=mb, kind=kind, start=start - origin, end=end - origin, chunk=chunk)
+                for (kind, stage, mb, chunk), (start, end) in sorted(medians.items(), key=lambda item: item[1][0]))
+    return Timeline(first.schedule, first.pipeline_stages, first.num_microbatches, ops, first.virtual_stages)
 
 
 OUTLIER_FACTOR = 3.0
@@ -305,24 +373,25 @@ OUTLIER_FACTOR = 3.0
 the same work on other data) is an outlier (:func:`outlier_ops`)."""
 
 
-def sibling_ratios(timeline: Timeline) -> dict[tuple[str, int, int], float]:
-    """Each op's duration over the median duration of its siblings: the ops of the same kind (F or B) on the
-    same stage for the other micro-batches, which do the same work on other data. Keyed
-    ``(kind, stage, microbatch)``; an op without siblings (one micro-batch) is left out."""
-    groups: dict[tuple[str, int], list[Op]] = {}
+def sibling_ratios(timeline: Timeline) -> dict[tuple, float]:
+    """Each op's duration over the median duration of its siblings: the ops of the same kind (F, B or W) on
+    the same stage and model chunk for the other micro-batches, which do the same work on other data. Keyed
+    by :func:`op_key` (``(kind, stage, microbatch)`` for chunk 0); an op without siblings (one micro-batch)
+    is left out."""
+    groups: dict[tuple[str, int, int], list[Op]] = {}
     for op in timeline.ops:
-        groups.setdefault((op.kind, op.stage), []).append(op)
+        groups.setdefault((op.kind, op.stage, op.chunk), []).append(op)
     ratios = {}
     for ops in groups.values():
         for op in ops:
             others = [o.end - o.start for o in ops if o is not op]
             if others:
-                ratios[(op.kind, op.stage, op.microbatch)] = (op.end - op.start) / statistics.median(others)
+                ratios[op_key(op)] = (op.end - op.start) / statistics.median(others)
     return ratios
 
 
-def outlier_ops(timeline: Timeline, factor: float = OUTLIER_FACTOR) -> tuple[tuple[str, int, int], ...]:
-    """The ops (``(kind, stage, microbatch)``) that take more than ``factor`` × the median of their siblings
+def outlier_ops(timeline: Timeline, factor: float = OUTLIER_FACTOR) -> tuple[tuple, ...]:
+    """The ops (:func:`op_key`: ``(kind, stage, microbatch)`` for chunk 0) that take more than ``factor`` × the median of their siblings
     (:func:`sibling_ratios`), slowest first. A measured timeline shown as typical must have none: one such op
     sets the makespan and the bubble read off it."""
     factor = positive("factor", factor)
