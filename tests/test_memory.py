@@ -5,10 +5,11 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 from batchlab.formulas.job import GIB, Job
-from batchlab.formulas.memory import (bytes_per_param, grow_micro_batch, layer_activation_bytes, model_states,
-                                      stage_activation_bytes, stage_memory)
+from batchlab.formulas.memory import (bytes_per_param, chunk_peaks, device_params, grow_micro_batch,
+                                      layer_activation_bytes, model_states, optimizer_shards, stage_activation_bytes,
+                                      stage_memory)
 from batchlab.formulas.partition import partition_layers
-from batchlab.formulas.pipeline_schedules import runnable
+from batchlab.formulas.pipeline_schedules import runnable, schedule_order
 from batchlab.formulas.presets import GPTConfig, get_config
 from batchlab.lecture.case import CASE_STUDY
 
@@ -184,3 +185,118 @@ def test_activation_basis_names_the_attention_and_the_explorer_shows_it():
     stored, kept = (stage_memory(j).stages[0].activation_bytes / GIB for j in (case, fused))
     assert stored == pytest.approx(16.71, abs=0.01) and kept == pytest.approx(4.99, abs=0.01)
     assert 0.65 < 1 - layer_activation_bytes(fused) / layer_activation_bytes(case) < 0.75
+
+
+# ---------------------------------------------------------------------------
+# Tensor, sequence and context parallelism (Korthikanti et al. 2022, Table 2), interleaving, ZeRO-1 (issue 30)
+# ---------------------------------------------------------------------------
+
+def _divisors(n: int) -> list[int]:
+    return [t for t in range(1, n + 1) if n % t == 0]
+
+
+@given(heads=st.sampled_from([4, 8, 12, 16]), head_dim=st.sampled_from([8, 16, 64]), s=st.sampled_from([64, 128, 512]),
+       b=st.integers(1, 4), t=st.sampled_from([2, 4]))
+def test_korthikanti_table_2_with_tensor_and_sequence_parallelism(heads, head_dim, s, b, t):
+    assume(heads % t == 0)
+    h = heads * head_dim
+    config = GPTConfig(n_layer=1, n_head=heads, d_model=h, vocab_size=8, n_positions=512)
+    job = Job(config, seq_len=s, global_batch=b, micro_batch_size=b, tensor_parallel=t, **MIXED)
+    sbh, scores = s * b * h, 5 * heads * s * s * b
+    # sbh·(10 + 24/t + 5as/(ht)) without SP; sbh·(34 + 5as/h)/t with SP, written as integers
+    assert layer_activation_bytes(job) * t == (10 * t + 24) * sbh + scores
+    assert layer_activation_bytes(job, recompute="selective") * t == (10 * t + 24) * sbh
+    sp = replace(job, sequence_parallel=True)
+    assert layer_activation_bytes(sp) * t == 34 * sbh + scores
+    assert layer_activation_bytes(sp, recompute="selective") * t == 34 * sbh
+    assert layer_activation_bytes(sp, recompute="full") * t == 2 * sbh
+
+
+@given(model=st.sampled_from(["gpt2", "gpt2-medium", "gpt2-large"]), p=st.sampled_from([1, 2, 4]),
+       recompute=st.sampled_from(["none", "selective", "full"]), zero1=st.booleans())
+def test_memory_per_device_never_grows_with_t_and_sequence_parallelism_never_adds(model, p, recompute, zero1):
+    config = get_config(model)
+    peaks = []
+    for t in _divisors(config.n_head):
+        job = Job(config, seq_len=256, global_batch=4 * p, micro_batch_size=1, pipeline_stages=p, data_parallel=2,
+                  tensor_parallel=t, recompute=recompute, zero1=zero1)
+        report = stage_memory(job)
+        peaks.append(max(report.peak_bytes_per_stage))
+        if t > 1:
+            with_sp = stage_memory(replace(job, sequence_parallel=True))
+            for a, b in zip(with_sp.stages, report.stages):
+                assert a.activation_bytes <= b.activation_bytes and a.states == b.states
+    assert peaks == sorted(peaks, reverse=True) and peaks[-1] < peaks[0]
+
+
+@given(model=st.sampled_from(["gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"]), p=st.sampled_from([1, 2, 3, 4]),
+       tied=st.booleans(), data=st.data())
+def test_the_t_devices_of_a_stage_hold_its_parameters_once_plus_the_replicated_ones(model, p, tied, data):
+    # Σ over the t devices of one stage = the stage's parameters + (t − 1) copies of the replicated ones
+    # (LayerNorms, row-parallel biases, position embedding), exactly when t divides the split part
+    config = get_config(model, vocab_size=50304, tie_embeddings=tied)
+    t = data.draw(st.sampled_from(_divisors(config.n_head)))
+    job = Job(config, seq_len=128, global_batch=p, micro_batch_size=1, pipeline_stages=p, tensor_parallel=t)
+    one = replace(job, tensor_parallel=1)
+    h = config.d_model
+    for stage in job.stages:
+        replicated = stage.num_layers * 6 * h + (config.n_positions * h if stage.has_embedding else 0) \
+            + (2 * h if stage.has_head else 0)
+        assert t * device_params(job, stage) - (t - 1) * replicated == stage.params == device_params(one, stage)
+        assert t * model_states(device_params(job, stage), job).parameters >= model_states(stage.params, one).parameters
+
+
+@given(cp=st.sampled_from([1, 2, 4, 8]), b=st.integers(1, 4), t=st.sampled_from([1, 2, 4]),
+       recompute=st.sampled_from(["none", "selective", "full"]))
+def test_context_parallelism_divides_the_sequence_of_every_fused_term(cp, b, t, recompute):
+    config = get_config("gpt2-medium")
+    job = Job(config, seq_len=1024, global_batch=b, micro_batch_size=b, tensor_parallel=t, attention="fused",
+              recompute=recompute)
+    split = replace(job, context_parallel=cp)
+    assert layer_activation_bytes(split) * cp == layer_activation_bytes(job)
+    assert stage_activation_bytes(split) * cp == stage_activation_bytes(job)
+    # stored scores: the local s/cp queries against all s keys, also 1/cp of the whole
+    assert layer_activation_bytes(replace(split, attention="materialized")) * cp == \
+        layer_activation_bytes(replace(job, attention="materialized"))
+
+
+def test_zero1_is_megatrons_6_plus_12_over_d_and_shards_over_d_times_cp():
+    job = Job(XL, seq_len=1024, global_batch=8, micro_batch_size=1, data_parallel=4, precision="bf16-mixed",
+              fp32_grads=True)
+    assert model_states(1000, job).total == 18_000
+    assert model_states(1000, replace(job, zero1=True)).total == 1000 * (6 + 12 / 4)
+    with_cp = replace(job, zero1=True, context_parallel=2)
+    assert optimizer_shards(with_cp) == 8 and model_states(1000, with_cp).optimizer == 12_000 // 8
+    assert optimizer_shards(job) == 1  # without ZeRO-1 nothing is sharded, whatever d and cp
+
+
+@given(p=st.sampled_from([2, 3, 4]), v=st.sampled_from([2, 3, 4]), k=st.integers(2, 6))
+def test_interleaving_holds_megatrons_extra_chunks_on_the_first_device(p, v, k):
+    # with m ≥ 2p, device 0 holds p·v + p − 1 chunks of L/(p·v) layers: Megatron's 1 + (p − 1)/(p·v) on 1F1B's L
+    config = get_config("gpt2", n_layer=p * v * 2, vocab_size=64)
+    job = Job(config, seq_len=128, global_batch=k * p, micro_batch_size=1, pipeline_stages=p,
+              schedule="interleaved-1f1b", virtual_stages=v, attention="fused", dropout=0.0)
+    interleaved, plain = stage_memory(job), stage_memory(replace(job, schedule="1f1b", virtual_stages=1))
+    layer = layer_activation_bytes(job)
+    first = interleaved.stages[0]
+    assert first.in_flight == p * v + p - 1
+    extra = first.activation_bytes - first.in_flight * 2 * layer  # the embedding's token ids, 2 layers a chunk
+    assert extra == chunk_peaks(job.schedule, p, job.num_microbatches, v)[0][0] * 8 * 128
+    assert first.activation_bytes > plain.stages[0].activation_bytes
+    assert [s.states for s in interleaved.stages] == [s.states for s in plain.stages]
+
+
+@given(p=st.integers(1, 5), v=st.integers(2, 4), k=st.integers(1, 12), extra=st.integers(0, 4), zbv=st.booleans())
+def test_chunk_peaks_from_the_capped_order_equal_the_whole_orders(p, v, k, extra, zbv):
+    schedule, v = ("zero-bubble", 2) if zbv else ("interleaved-1f1b", v)
+    m = k * p + extra  # ZB-V takes m that are no multiple of p
+    assume(runnable(schedule, p, m, v))
+    frees = "W" if zbv else "B"
+    whole = []
+    for order in schedule_order(schedule, p, m, v):
+        held, peak = [0] * v, [0] * v
+        for kind, _, chunk in order:
+            held[chunk] += 1 if kind == "F" else -1 if kind == frees else 0
+            peak[chunk] = max(peak[chunk], held[chunk])
+        whole.append(peak)
+    assert chunk_peaks(schedule, p, m, v) == whole

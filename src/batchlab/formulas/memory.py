@@ -37,6 +37,31 @@ input, e·sbh, and recomputes the rest during the backward pass, when one layer'
 each, int64) and, with dropout, the embedding dropout mask; the last stage holds the final LayerNorm's
 and the head's inputs (2·e·sbh) and the log-softmax of the logits in fp32 (4·sbV — large at V = 50257).
 
+**Tensor, sequence and context parallelism** (Korthikanti et al. 2022, Table 2; Megatron-LM). Tensor
+parallelism t splits each layer's attention heads and MLP columns over t devices. Of the 34sbh above,
+24sbh (Q, K, V, the attention-over-values and projection inputs, the GELU input and the second MLP
+input: 12 e-sized tensors) and the 5as²b of the scores are split; 10sbh (the two LayerNorm inputs, the
+QKV and first MLP inputs: 4 e-sized tensors, and the two dropout masks) stay whole on every device:
+
+    without SP: sbh·(10 + 24/t + 5as/(ht))        with sequence parallelism (SP): sbh·(34 + 5as/h)/t
+
+since SP splits those 10sbh along the sequence as well. Selective recomputation drops the 5as/h term,
+fused attention keeps none, and full recomputation keeps the layer's input (split by t under SP).
+Context parallelism cp cuts the sequence into cp pieces, so every s above becomes s/cp (with stored
+scores: the local s/cp queries against all s keys). Outside the layers, the head's logits are split by t
+(Megatron's vocabulary-parallel cross entropy), the final-LayerNorm and head inputs and the embedding's
+dropout mask by t under SP; the token ids stay whole.
+
+Model states under t: the matrices, the column-parallel biases (QKV, first MLP) and the vocabulary-
+parallel token embedding and head are split t ways; LayerNorms, the row-parallel biases (projection,
+second MLP) and the position embedding are replicated on each of the t devices
+(:func:`device_params`). ZeRO-1 (Megatron-LM's distributed optimizer) shards the optimizer column over
+the d · cp replicas that hold the same weights (Megatron's ``dp_cp`` group): under ``fp32_grads`` that is
+its 2 + 4 + 12/d = 6 + 12/d bytes per parameter at cp = 1.
+
+**Interleaved schedules** (v > 1): a device holds v chunks of n_layer/(p·v) layers, and the schedule
+decides how many chunk activations it holds at once (:func:`~batchlab.formulas.pipeline_schedules.in_flight_chunks`).
+
 The model leaves out what is small against these terms: LayerNorm statistics (2 fp32 per token per
 LayerNorm), a causal mask of s² bytes, scalar losses. On the book's tiny model they make the measured
 bytes about 1% larger than the model (chapter 4.3 measures it).
@@ -48,9 +73,13 @@ from dataclasses import dataclass
 from batchlab.formulas.checks import fraction, one_of, whole
 from batchlab.formulas.job import ATTENTION_KINDS, OPTIMIZER_STATES, Job
 from batchlab.formulas.partition import Stage
+from batchlab.formulas.pipeline_schedules import placement_of, virtual_stage
+from batchlab.formulas.schedule_orders import interleaved_order, zbv_order
 from batchlab.formulas.precision import ELEMENT_BYTES, MASTER_WEIGHT_BYTES, PRECISION_DTYPE, PRECISIONS, gradient_bytes
+from batchlab.formulas.presets import GPTConfig
 
-__all__ = ["activation_basis", "bytes_per_param", "ModelStates", "model_states", "layer_activation_bytes", "stage_activation_bytes",
+__all__ = ["activation_basis", "bytes_per_param", "ModelStates", "model_states", "device_params", "optimizer_shards",
+           "layer_activation_bytes", "stage_activation_bytes",
            "StageMemory", "MemoryReport", "stage_memory", "grow_micro_batch", "logit_bytes"]
 
 LOGIT_BYTES = 4       # the loss's log-softmax is kept in fp32 in both precisions
@@ -83,31 +112,69 @@ class ModelStates:
         return self.parameters + self.gradients + self.optimizer
 
 
+def optimizer_shards(job: Job) -> int:
+    """Over how many devices ZeRO-1 shards the optimizer states: the d · cp replicas that hold the same
+    weights (Megatron-LM's distributed optimizer uses its ``dp_cp`` group), 1 without ZeRO-1."""
+    return job.data_parallel * job.context_parallel if job.zero1 else 1
+
+
 def model_states(params: int, job: Job) -> ModelStates:
-    """Model-state bytes of ``params`` parameters under ``job``'s precision and optimizer; ZeRO-1 divides
-    the optimizer states (master copy included) over the data-parallel replicas, rounding up."""
+    """Model-state bytes of ``params`` parameters (one device's: :func:`device_params`) under ``job``'s
+    precision and optimizer; ZeRO-1 divides the optimizer states (master copy included) over
+    :func:`optimizer_shards`, rounding up."""
     per = _bytes_per_param(job.precision, job.optimizer, job.fp32_grads)  # the job's choices are already checked
-    optimizer_bytes = per["optimizer"] * params
-    if job.zero1:
-        optimizer_bytes = -(-optimizer_bytes // job.data_parallel)
+    optimizer_bytes = -(-per["optimizer"] * params // optimizer_shards(job))
     return ModelStates(per["parameters"] * params, per["gradients"] * params, optimizer_bytes)
+
+
+def _replicated_params(config: GPTConfig, stage: Stage) -> int:
+    """Parameters of ``stage`` every tensor-parallel device holds whole: per layer the two LayerNorms (4h)
+    and the row-parallel biases of the projection and the second MLP matrix (2h); the position embedding
+    on the first stage, the final LayerNorm on the last."""
+    h = config.d_model
+    replicated = stage.num_layers * 6 * h
+    if stage.has_embedding:
+        replicated += config.n_positions * h
+    if stage.has_head:
+        replicated += 2 * h
+    return replicated
+
+
+def device_params(job: Job, stage: Stage | None = None) -> int:
+    """Parameters one device of ``stage`` (default: the first) holds under tensor parallelism t (module
+    docstring): the split part divided by t (rounded up, as Megatron-LM pads the vocabulary), the
+    replicated part whole. t = 1: ``stage.params``."""
+    stage = job.stages[0] if stage is None else stage
+    replicated = _replicated_params(job.model, stage)
+    return -(-(stage.params - replicated) // job.tensor_parallel) + replicated
 
 
 def layer_activation_bytes(job: Job, recompute: str | None = None) -> int:
     """Bytes one transformer layer keeps for the backward pass, for one micro-batch (module docstring).
     ``recompute`` overrides ``job.recompute`` (the recomputed layer's working set is the ``"none"`` value)."""
     mode = job.recompute if recompute is None else recompute
-    s, b, h, a = job.seq_len, job.micro_batch_size, job.model.d_model, job.model.n_head
+    s, b, h, a = _local_seq(job), job.micro_batch_size, job.model.d_model, job.model.n_head
+    t, sp = job.tensor_parallel, _sequence_split(job)
     e = job.element_bytes
     k = job.dropout_mask_bytes if job.has_dropout else 0
-    sbh = s * b * h
+    sbh = s * b * h  # h and a are multiples of t (the Job checks n_head % t), so every division is exact
     if mode == "full":
-        return e * sbh
-    linear_part = (16 * e + 2 * k) * sbh
+        return e * sbh // sp
+    linear_part = (4 * e + 2 * k) * sbh // sp + 12 * e * sbh // t
     if mode == "selective" or job.attention == "fused":
         return linear_part
-    scores = a * s * s * b
+    scores = a // t * s * job.seq_len * b  # the local s/cp queries against all s keys
     return linear_part + e * scores + ((k + e) * scores if k else 0)
+
+
+def _local_seq(job: Job) -> int:
+    """The tokens of one sequence on one device: s / cp (the Job checks that cp divides s)."""
+    return job.seq_len // job.context_parallel
+
+
+def _sequence_split(job: Job) -> int:
+    """What the sequence-parallel activations are divided by: t under sequence parallelism, else 1."""
+    return job.tensor_parallel if job.sequence_parallel else 1
 
 
 def activation_basis(attention: str) -> str:
@@ -121,7 +188,8 @@ def logit_bytes(job: Job) -> int:
     """Bytes of the last stage's fp32 log-softmax for one micro-batch, 4·s·b·V: the largest single term
     of a GPT-2-sized vocabulary (in :func:`stage_activation_bytes`). The loss's backward makes a gradient
     of the same shape while it is still held, a transient the peak of :func:`stage_memory` leaves out."""
-    return LOGIT_BYTES * job.seq_len * job.micro_batch_size * job.model.vocab_size
+    vocab_per_device = -(-job.model.vocab_size // job.tensor_parallel)  # vocabulary-parallel, padded up
+    return LOGIT_BYTES * _local_seq(job) * job.micro_batch_size * vocab_per_device
 
 
 def stage_activation_bytes(job: Job, stage: Stage | None = None) -> int:
@@ -129,15 +197,21 @@ def stage_activation_bytes(job: Job, stage: Stage | None = None) -> int:
     the token ids (and the embedding's dropout mask) on the first stage, plus the final LayerNorm, head
     inputs and fp32 log-softmax on the last."""
     stage = job.stages[0] if stage is None else stage
-    s, b, h = job.seq_len, job.micro_batch_size, job.model.d_model
-    total = stage.num_layers * layer_activation_bytes(job)
-    if stage.has_embedding:
-        total += TOKEN_ID_BYTES * s * b
-        if job.has_dropout:
-            total += job.dropout_mask_bytes * s * b * h
-    if stage.has_head:
-        total += 2 * job.element_bytes * s * b * h + logit_bytes(job)
-    return total
+    return (stage.num_layers * layer_activation_bytes(job) + (_embedding_bytes(job) if stage.has_embedding else 0)
+            + (_head_bytes(job) if stage.has_head else 0))
+
+
+def _embedding_bytes(job: Job) -> int:
+    """One micro-batch's activations of the embedding: token ids, and the dropout mask."""
+    s, b, h = _local_seq(job), job.micro_batch_size, job.model.d_model
+    mask = job.dropout_mask_bytes * s * b * h // _sequence_split(job) if job.has_dropout else 0
+    return TOKEN_ID_BYTES * s * b + mask
+
+
+def _head_bytes(job: Job) -> int:
+    """One micro-batch's activations of the head: final-LayerNorm and head inputs, fp32 logits."""
+    s, b, h = _local_seq(job), job.micro_batch_size, job.model.d_model
+    return 2 * job.element_bytes * s * b * h // _sequence_split(job) + logit_bytes(job)
 
 
 @dataclass(frozen=True)
@@ -147,14 +221,14 @@ class StageMemory:
     stage: int
     states: ModelStates
     in_flight: int
+    """Micro-batches held at once (v = 1); with v > 1 model chunks held at once (a chunk: n_layer/(p·v) layers)."""
     activation_bytes_per_microbatch: int
+    """One micro-batch's activations over all the layers (all chunks) this device holds."""
     working_bytes: int
     """With recomputation: one layer's full activations for one micro-batch, rebuilt in the backward."""
-
-    @property
-    def activation_bytes(self) -> int:
-        """Peak in-flight activations: in_flight × one micro-batch's activations."""
-        return self.in_flight * self.activation_bytes_per_microbatch
+    activation_bytes: int
+    """Peak in-flight activations: in_flight × one micro-batch's activations (v = 1); with v > 1 the chunks
+    held × one chunk's layers, plus the embedding's and the head's activations as often as their chunks are held."""
 
     @property
     def peak_bytes(self) -> int:
@@ -201,11 +275,64 @@ def stage_memory(job: Job) -> MemoryReport:
     """Peak bytes on each pipeline stage of ``job`` for one training step (module docstring): the job's
     layer split and the schedule's in-flight micro-batches."""
     working = 0 if job.recompute == "none" else layer_activation_bytes(job, recompute="none")
-    rows = tuple(StageMemory(stage=stage.index, states=model_states(stage.params, job), in_flight=held,
+    if job.virtual_stages == 1:
+        held = [(n, n * stage_activation_bytes(job, stage)) for stage, n in zip(job.stages, job.in_flight_microbatches)]
+    else:
+        held = _interleaved_held(job)
+    rows = tuple(StageMemory(stage=stage.index, states=model_states(device_params(job, stage), job), in_flight=n,
                              activation_bytes_per_microbatch=stage_activation_bytes(job, stage),
-                             working_bytes=working)
-                 for stage, held in zip(job.stages, job.in_flight_microbatches))
+                             working_bytes=working, activation_bytes=bytes_held)
+                 for stage, (n, bytes_held) in zip(job.stages, held))
     return MemoryReport(rows, job)
+
+
+PERIODIC_MICROBATCHES = 4
+"""With v > 1 the peak of each chunk is read off the schedule's order for at most this many × p micro-batches:
+the orders repeat every p micro-batches after the warm-up, so more add no new peak (a test checks it)."""
+
+
+def chunk_peaks(schedule: str, pipeline_stages: int, num_microbatches: int, virtual_stages: int) -> list[list[int]]:
+    """Per device, per local chunk, the most micro-batches whose activations that chunk holds at once, for a
+    runnable v > 1 schedule (interleaved 1F1B, ZB-V), read off its orders (those of
+    :func:`~batchlab.formulas.pipeline_schedules.schedule_order`; held from F until W with a split backward,
+    else until B). Only the embedding's and the head's chunks need it: their extra activations (token ids,
+    logits) are held as often as their chunk is, not as often as the device's busiest chunk. Plain
+    arithmetic on a validated job's counts."""
+    p, v = pipeline_stages, virtual_stages
+    m = min(num_microbatches, PERIODIC_MICROBATCHES * p)  # a multiple of p when it is the cap
+    if schedule == "interleaved-1f1b":
+        orders, frees = [interleaved_order(p, m, v, device) for device in range(p)], "B"
+    else:  # ZB-V, the one zero-bubble schedule with two chunks; its backward is split
+        orders, frees = [zbv_order(p, m, device) for device in range(p)], "W"
+    peaks = []
+    for order in orders:
+        held, peak = [0] * v, [0] * v
+        for kind, _, chunk in order:
+            held[chunk] += 1 if kind == "F" else -1 if kind == frees else 0
+            peak[chunk] = max(peak[chunk], held[chunk])
+        peaks.append(peak)
+    return peaks
+
+
+def _interleaved_held(job: Job) -> list[tuple[int, int]]:
+    """Per device with v > 1 chunks: (chunks held at once, the activation bytes they hold). The layers: the
+    chunks held (:func:`~batchlab.formulas.pipeline_schedules.in_flight_chunks`) × n_layer/(p·v) layers; the
+    embedding's and the head's activations as often as their own chunk holds micro-batches (:func:`chunk_peaks`)."""
+    p, m, v = job.pipeline_stages, job.num_microbatches, job.virtual_stages
+    chunk_layers = job.model.n_layer // (p * v)  # the Job checks that p·v divides n_layer
+    placement = placement_of(job.schedule, v)
+    peaks = chunk_peaks(job.schedule, p, m, v)
+    rows = []
+    for device, chunks in enumerate(job.in_flight_chunks):
+        total = chunks * chunk_layers * layer_activation_bytes(job)
+        for chunk in range(v):
+            stage = virtual_stage(device, chunk, p, placement)
+            if stage == 0:
+                total += peaks[device][chunk] * _embedding_bytes(job)
+            if stage == p * v - 1:
+                total += peaks[device][chunk] * _head_bytes(job)
+        rows.append((chunks, total))
+    return rows
 
 
 def grow_micro_batch(measure, target_fraction: float = 0.9, start: int = 1, limit: int = 4096) -> dict:

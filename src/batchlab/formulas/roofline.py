@@ -12,6 +12,12 @@ the limit. With K·N fixed (the weight matrix), intensity grows with M, the rows
 M = micro-batch × sequence length (:func:`tokens_per_matmul`), which is why a micro-batch of 2 at
 sequence length 1024 already gives M = 2048 rows.
 
+**Tensor and context parallelism move the point.** With t-way tensor parallelism each device runs its
+share of the MLP, [M, h] × [h, 4h/t] (and [M, 4h/t] × [4h/t, h]: the intensity is symmetric in K and N),
+and with cp-way context parallelism each device holds s/cp tokens of each sequence, so M = b·s/cp. Both
+lower the intensity at a given micro-batch: the same matmul efficiency needs a larger micro-batch
+(:func:`roofline_curve`'s ``tensor_parallel``).
+
 Device peaks are **parameters, not facts**: :data:`DEVICE_PRESETS` carries each figure with its source,
 and a range where sources disagree (see :class:`DevicePeak`). Measure your own device with
 :func:`batchlab.measure.matmul.measure_ceilings`.
@@ -27,7 +33,7 @@ from batchlab.formulas.precision import element_bytes
 from batchlab.formulas.presets import GPTConfig
 
 __all__ = ["matmul_flops", "matmul_bytes", "arithmetic_intensity", "ridge_point", "roofline_flops",
-           "tokens_per_matmul", "MeasuredRate", "RateCurve", "ROOFLINE_ROWS", "roofline_curve", "DevicePeak",
+           "tokens_per_matmul", "matmul_rows", "MeasuredRate", "RateCurve", "ROOFLINE_ROWS", "roofline_curve", "DevicePeak",
            "CANN_PLATFORM_SOURCE", "CubeSpec", "ASCEND_910B_SOCS", "cube_peak_flops", "hbm_bandwidth",
            "HBM2E_STACK", "HBM2E_STACK_BYTES", "ASCEND_910B_HBM", "DEVICE_PRESETS"]
 
@@ -62,13 +68,20 @@ def roofline_flops(intensity: float, peak_flops: float, bandwidth: float) -> flo
     return min(peak, intensity * bandwidth)
 
 
-def tokens_per_matmul(micro_batch_size: int, seq_len: int) -> int:
-    """Rows M of a transformer's linear-layer matmuls: micro-batch × sequence length.
+def tokens_per_matmul(micro_batch_size: int, seq_len: int, context_parallel: int = 1) -> int:
+    """Rows M of a transformer's linear-layer matmuls on one device: micro-batch × sequence length / cp.
 
     Every token of every sequence of the micro-batch is one row of ``[M, d_model] × [d_model, ·]``, so
     a micro-batch of 2 at sequence length 1024 is already M = 2048 rows, far from the M = 1 of decoding.
+    Context parallelism gives each of its cp devices s/cp tokens of each sequence (rounded down).
     """
-    return whole("micro_batch_size", micro_batch_size) * whole("seq_len", seq_len)
+    return matmul_rows(whole("micro_batch_size", micro_batch_size), whole("seq_len", seq_len),
+                       whole("context_parallel", context_parallel))
+
+
+def matmul_rows(micro_batch_size: int, seq_len: int, context_parallel: int = 1) -> int:
+    """:func:`tokens_per_matmul` on numbers already checked (a validated job's): b · s // cp."""
+    return micro_batch_size * seq_len // context_parallel
 
 
 
@@ -90,8 +103,16 @@ class RateCurve:
     rows: tuple[int, ...]
     flops_per_second: tuple[float, ...]
     name: str = "measured"
+    tensor_parallel: int = 1
+    """The t of the matmul the rates are for, [M, h] × [h, 4h/t]; a measured curve is t = 1."""
+    link_bandwidth: float | None = None
+    """Bytes/s one device sends to the others of its tensor-parallel group (a device preset's
+    :attr:`DevicePeak.link_bandwidth`); None where no source gives it."""
 
     def __post_init__(self) -> None:
+        whole("tensor_parallel", self.tensor_parallel)
+        if self.link_bandwidth is not None:
+            positive("link_bandwidth", self.link_bandwidth)
         if len(self.rows) != len(self.flops_per_second) or not self.rows:
             raise ValueError("rows 与 flops_per_second 必须一一对应且非空")
         for m, f in zip(self.rows, self.flops_per_second):
@@ -133,19 +154,23 @@ ROOFLINE_ROWS: tuple[int, ...] = tuple(2**k for k in range(8, 17))
 
 
 def roofline_curve(config: GPTConfig, peak_flops: float, bandwidth: float, dtype: str = "bfloat16",
-                   name: str | None = None) -> RateCurve:
+                   name: str | None = None, tensor_parallel: int = 1,
+                   link_bandwidth: float | None = None) -> RateCurve:
     """A rate curve from a device's roofline: at each M of :data:`ROOFLINE_ROWS`, the attainable FLOP/s
-    min(peak, intensity × bandwidth) of the layer's MLP matmul [M, h] × [h, 4h] in ``dtype``.
+    min(peak, intensity × bandwidth) of one device's share of the layer's MLP matmul, [M, h] × [h, 4h/t]
+    under ``tensor_parallel`` t, in ``dtype``.
 
     ``peak_flops`` in FLOP/s, ``bandwidth`` in bytes/s. An upper bound: real kernels reach less. For a
-    preset's ends, :meth:`DevicePeak.curve`.
+    preset's ends, :meth:`DevicePeak.curve`. ``link_bandwidth`` (bytes/s) is carried for the tensor-parallel
+    communication of :func:`batchlab.formulas.throughput.model_step`.
     """
     peak, bw = positive("peak_flops", peak_flops), positive("bandwidth", bandwidth)
     h, e = config.d_model, element_bytes(dtype)
-    rates = tuple(roofline_flops(arithmetic_intensity(m, h, 4 * h, e), peak, bw) for m in ROOFLINE_ROWS)
+    t = whole("tensor_parallel", tensor_parallel)
+    rates = tuple(roofline_flops(arithmetic_intensity(m, h, 4 * h // t, e), peak, bw) for m in ROOFLINE_ROWS)
     if name is None:
         name = f"屋顶线（{peak / 1e12:g} TFLOP/s，{bw / 1e12:g} TB/s，{dtype}）"
-    return RateCurve(ROOFLINE_ROWS, rates, name)
+    return RateCurve(ROOFLINE_ROWS, rates, name, tensor_parallel=t, link_bandwidth=link_bandwidth)
 
 
 def _low_high(name: str, value: float | tuple[float, float]) -> tuple[float, float]:
@@ -173,6 +198,10 @@ class DevicePeak:
     memory_bandwidth: tuple[float, float]
     source: str
     precision: str = "fp16"
+    link_bandwidth: float | None = None
+    """Bytes/s one device sends to another in its node (one direction), what a tensor-parallel collective
+    runs over; None where no source opened gives it (then pass it to the model yourself)."""
+    link_source: str = ""
 
     def __post_init__(self) -> None:
         # frozen: normalise through object.__setattr__ so a single number becomes (value, value)
@@ -180,6 +209,10 @@ class DevicePeak:
         object.__setattr__(self, "memory_bandwidth", _low_high("memory_bandwidth", self.memory_bandwidth))
         if not str(self.source).strip():
             raise ValueError(f"{self.name} 的 source = {self.source!r}：必须写明数据来源")
+        if self.link_bandwidth is not None:
+            positive("link_bandwidth", self.link_bandwidth)
+            if not str(self.link_source).strip():
+                raise ValueError(f"{self.name} 的 link_source = {self.link_source!r}：卡间带宽也必须写明数据来源")
 
     @property
     def ridge_range(self) -> tuple[float, float]:
@@ -187,12 +220,14 @@ class DevicePeak:
         return (ridge_point(self.peak_flops[0], self.memory_bandwidth[1]),
                 ridge_point(self.peak_flops[1], self.memory_bandwidth[0]))
 
-    def curve(self, config: GPTConfig, end: str = "low") -> RateCurve:
-        """The rate curve of ``config``'s MLP matmul under this device's ``"low"`` (both roofs at their
-        low ends) or ``"high"`` roofline, in bf16: what the book's 910B tables and tuner assume."""
+    def curve(self, config: GPTConfig, end: str = "low", tensor_parallel: int = 1) -> RateCurve:
+        """The rate curve of ``config``'s MLP matmul (one device's share under ``tensor_parallel``) under this
+        device's ``"low"`` (both roofs at their low ends) or ``"high"`` roofline, in bf16: what the book's
+        910B tables and tuner assume. It carries :attr:`link_bandwidth`."""
         i = ("low", "high").index(one_of("end", end, ("low", "high")))
         return roofline_curve(config, self.peak_flops[i], self.memory_bandwidth[i],
-                              name=f"{self.name} 屋顶线（{'低端' if end == 'low' else '高端'}）")
+                              name=f"{self.name} 屋顶线（{'低端' if end == 'low' else '高端'}）",
+                              tensor_parallel=tensor_parallel, link_bandwidth=self.link_bandwidth)
 
     def attainable(self, intensity: float) -> tuple[float, float]:
         """Attainable FLOP/s at ``intensity`` with both roofs low, and with both high."""
@@ -279,7 +314,8 @@ DEVICE_PRESETS: dict[str, DevicePeak] = {
     # Huawei publishes no 910B datasheet. The peak is derived from CANN's platform files (ASCEND_910B_SOCS); the
     # bandwidth is arithmetic on an assumption (four 16 GB HBM2E stacks), and 4.4 shows that the conclusions
     # drawn from it hold for any bandwidth above DevicePeak.compute_bound_above. Replace the preset with your
-    # card's figures or with measure_ceilings() on the card.
+    # card's figures or with measure_ceilings() on the card. No link bandwidth: no source opened gives the
+    # 910B's HCCS figure, so a tensor-parallel step on it needs link_bandwidth from the reader (model_step).
     "ascend-910b": DevicePeak(
         name="Ascend 910B",
         peak_flops=(_LOW_SOC.peak_flops, _HIGH_SOC.peak_flops),
@@ -316,6 +352,10 @@ DEVICE_PRESETS: dict[str, DevicePeak] = {
         memory_bandwidth=2.039e12,
         precision="fp16/bf16 tensor core, dense",
         source="NVIDIA A100 datasheet: 312 TFLOPS FP16/BF16 tensor (dense), 2,039 GB/s HBM2e (80GB SXM)",
+        link_bandwidth=300e9,
+        link_source=("NVIDIA NVLink page (nvidia.com/de-de/data-center/nvlink): one A100 has up to twelve "
+                     "third-generation NVLink links, 600 GB/s in total; both directions together, so 300 GB/s "
+                     "each way, what one device sends in a ring collective"),
     ),
 }
 """Published peaks by preset name, each with its source. Parameters, not facts: where sources disagree
