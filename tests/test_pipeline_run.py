@@ -14,11 +14,12 @@ import batchlab.measure.pipeline_distributed as pipeline_distributed
 from dataclasses import replace
 
 from batchlab.formulas.job import Job
-from batchlab.formulas.pipeline_schedules import in_flight_microbatches
+from batchlab.formulas.pipeline_schedules import (in_flight_chunks, in_flight_microbatches, placement_of,
+                                                  schedule_order, virtual_stage)
 from batchlab.formulas.presets import get_config
 from batchlab.measure import pipeline_torchrun
 from batchlab.measure.model import GPT, build_model
-from batchlab.measure.pipeline_distributed import run_pipeline_distributed
+from batchlab.measure.pipeline_distributed import check_torch_schedule, rank_chunks, run_pipeline_distributed
 from batchlab.measure.pipeline_local import pipeline_batch, run_pipeline_local, split_model
 
 CONFIG = get_config("tiny", n_layer=4)
@@ -60,6 +61,36 @@ def assert_schedule_rules(timeline, schedule, p, m):
         mine = sorted((op for op in timeline.ops if op.stage == s), key=lambda op: op.start)
         assert all(a.end <= b.start for a, b in zip(mine, mine[1:]))
     assert timeline.peak_in_flight() == in_flight_microbatches(schedule, p, m)
+
+
+def chunk_rule_breaks(timeline, job):
+    """What a measured timeline of ``job`` with chunks breaks, as a list of strings (empty: none): every
+    (kind, rank, chunk, micro-batch) once (W only when the schedule splits the backward); F(k, i) after F(k−1, i),
+    B(k, i) after B(k+1, i) (the last virtual stage: after F(k, i)), W(k, i) after B(k, i), k the virtual stage of
+    (rank, chunk); one op at a time per rank; each rank's ops in the simulator's order (schedule_order: torch's)."""
+    p, m, v, schedule = job.pipeline_stages, job.num_microbatches, job.virtual_stages, job.schedule
+    placement, kinds = placement_of(schedule, v), "FBW" if schedule == "zero-bubble" else "FB"
+    breaks = []
+    keys = [(op.kind, op.stage, op.chunk, op.microbatch) for op in timeline.ops]
+    if sorted(keys) != sorted((k, s, c, i) for k in kinds for s in range(p) for c in range(v) for i in range(m)):
+        breaks.append("ops")
+    end = {(op.kind, virtual_stage(op.stage, op.chunk, p, placement), op.microbatch): op.end for op in timeline.ops}
+    last = p * v - 1
+    for op in timeline.ops:
+        k, i = virtual_stage(op.stage, op.chunk, p, placement), op.microbatch
+        dep = {"F": ("F", k - 1, i) if k > 0 else None, "B": ("B", k + 1, i) if k < last else ("F", k, i),
+               "W": ("B", k, i)}[op.kind]
+        if not 0 <= op.start < op.end or (dep is not None and op.start < end.get(dep, float("inf"))):
+            breaks.append(f"dependency of {op}")
+    for s, order in enumerate(schedule_order(schedule, p, m, v)):
+        mine = sorted((op for op in timeline.ops if op.stage == s), key=lambda op: op.start)
+        if not all(a.end <= b.start for a, b in zip(mine, mine[1:])):
+            breaks.append(f"rank {s} overlaps")
+        if [(op.kind, op.microbatch, op.chunk) for op in mine] != [(e[0], e[1], e[2] if len(e) > 2 else 0) for e in order]:
+            breaks.append(f"rank {s} order")
+    if timeline.peak_in_flight() != in_flight_chunks(schedule, p, m, v):
+        breaks.append("peak in flight")
+    return breaks
 
 
 # ── split_model ───────────────────────────────────────────────────────────────────────────────────
@@ -151,7 +182,7 @@ def test_distributed_timeline_is_the_median_of_the_timed_steps():
     run = job(1, 1)
     lengths = [5.0, 1.0, 9.0, 2.0]  # the warm-up, then three timed steps of 1, 9 and 2 s
     begins = [0.0, 10.0, 20.0, 40.0]
-    steps = tuple(RankStep(b, b + d, (("F", 0, b, b + d / 3), ("B", 0, b + d / 3, b + d)))
+    steps = tuple(RankStep(b, b + d, (("F", 0, b, b + d / 3, 0), ("B", 0, b + d / 3, b + d, 0)))
                   for b, d in zip(begins, lengths))
     merged = merge_ranks([RankResult(rank=0, ready=0.0, steps=steps, grads={}, loss=1.0)], run)
     assert merged.step_seconds == (1.0, 9.0, 2.0)
@@ -213,6 +244,89 @@ def test_distributed_pipeline_matches_local(schedule):
     assert result.start_seconds > 0 and result.warmup_seconds > 0
 
 
+CHUNKED = get_config("tiny", n_layer=8)  # 8 layers: p · v = 2 · 2 or 4 · 2 chunks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("schedule, p, v, m, tie", [("interleaved-1f1b", 2, 2, 4, True), ("zero-bubble", 2, 1, 4, True),
+                                                    ("zero-bubble", 2, 2, 4, True), ("zero-bubble", 2, 2, 3, False),
+                                                    ("interleaved-1f1b", 4, 2, 4, False)])
+def test_interleaved_and_zero_bubble_give_the_accumulated_gradients(schedule, p, v, m, tie):
+    """Several model chunks per rank (interleaved 1F1B: rank r holds virtual stages r, r + p; ZB-V: r and 2p − 1 − r,
+    the head and the embedding both on rank 0) and the split backward (B then W): the gradients are gradient
+    accumulation's, the loss the mean over micro-batches, and the measured timeline keeps the schedule's order."""
+    config = get_config("tiny", n_layer=4 * v if p == 2 else 8, tie_embeddings=tie)
+    run = job(p, m, 2, 12, schedule, config=config, virtual_stages=v)
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    result = run_pipeline_distributed(run, steps=2, seed=1, timeout=120)  # timeout: a hang guard
+    assert multiprocessing.active_children() == [] and new_children(before) == []
+    assert_same_grads(result.grads, accumulated_grads(run, seed=1))
+    assert result.loss == pytest.approx(build_model(run, 1).loss(*pipeline_batch(run, 1)).item(), abs=1e-5)
+    timeline = result.timeline
+    assert (timeline.schedule, timeline.pipeline_stages, timeline.num_microbatches, timeline.virtual_stages) == (
+        schedule, p, m, v)
+    assert chunk_rule_breaks(timeline, run) == []
+    assert {op.kind for op in timeline.ops} == (set("FBW") if schedule == "zero-bubble" else set("FB"))
+
+
+def test_chunk_rules_catch_a_broken_timeline():
+    """The check above fails on a timeline that breaks each rule (built from the simulator's, which keeps them)."""
+    from batchlab.formulas.pipeline_schedules import Timeline, pipeline_timeline
+
+    run = job(2, 4, 2, 12, "zero-bubble", config=CHUNKED, virtual_stages=2)
+    good = pipeline_timeline("zero-bubble", 2, 4, virtual_stages=2)
+    assert chunk_rule_breaks(good, run) == []
+    ops = list(good.ops)
+    first_w = next(k for k, op in enumerate(ops) if op.kind == "W")
+    faults = {
+        "a W dropped": ops[:first_w] + ops[first_w + 1:],
+        "a W before its B": [replace(op, start=-1.0, end=-0.5) if k == first_w else op for k, op in enumerate(ops)],
+        "a chunk mislabelled": [replace(op, chunk=1 - op.chunk) if k == 0 else op for k, op in enumerate(ops)],
+        "two ops at once": [replace(op, end=op.end + 0.5) if k == 0 else op for k, op in enumerate(ops)],
+    }
+    for name, broken in faults.items():
+        assert chunk_rule_breaks(Timeline("zero-bubble", 2, 4, tuple(broken), 2), run), name
+
+
+def test_rank_chunks_place_the_virtual_stages():
+    assert [rank_chunks(job(4, 8, schedule="interleaved-1f1b", config=CHUNKED, virtual_stages=2), r)
+            for r in range(4)] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert [rank_chunks(job(4, 4, schedule="zero-bubble", config=CHUNKED, virtual_stages=2), r)
+            for r in range(4)] == [[0, 7], [1, 6], [2, 5], [3, 4]]  # V: the head's chunk on rank 0
+    assert rank_chunks(job(4, 4, schedule="zero-bubble", config=CHUNKED), 2) == [2]
+    # the layers each rank runs are the ones the job's model counts on that device (Job.stages)
+    for schedule in ("interleaved-1f1b", "zero-bubble"):
+        run, modules = job(4, 8, schedule=schedule, config=CHUNKED, virtual_stages=2), split_model(GPT(CHUNKED), 8)
+        for r in range(4):
+            held = [modules[k] for k in rank_chunks(run, r)]
+            assert [list(chunk.layers) for chunk in held] == [list(chunk) for chunk in run.stages[r].chunks]
+            assert (any(c.has_embedding for c in held), any(c.has_head for c in held)) == (
+                run.stages[r].has_embedding, run.stages[r].has_head)
+
+
+def test_a_torch_without_the_schedule_refuses_it_before_starting_processes(monkeypatch):
+    """A torch whose pipelining lacks the schedule's class (older than the zero-bubble ones) is told so in one line
+    naming the schedule, before any process starts; the job's own rules are the job's (made before the run)."""
+    class OldTorch:  # a torch.distributed.pipelining with none of the schedule classes
+        pass
+
+    zbv = job(2, 4, schedule="zero-bubble", config=CHUNKED, virtual_stages=2)
+    assert check_torch_schedule(zbv) is zbv
+    monkeypatch.setattr(pipeline_distributed, "pipelining", OldTorch())
+    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    with pytest.raises(ValueError, match=r"^schedule = 'zero-bubble'：torch .* 没有 ScheduleZBVZeroBubble，零气泡 无法实测"):
+        run_pipeline_distributed(zbv)
+    assert new_children(before) == []
+    with pytest.raises(ValueError, match="没有 ScheduleInterleaved1F1B"):
+        check_torch_schedule(job(2, 4, schedule="interleaved-1f1b", config=CHUNKED, virtual_stages=2))
+
+
+def test_local_replay_refuses_the_chunked_schedules():
+    for schedule, v in (("interleaved-1f1b", 2), ("zero-bubble", 1), ("zero-bubble", 2)):
+        with pytest.raises(ValueError, match=f"^schedule = '{schedule}'：单进程回放只重放 GPipe 和 1F1B.*run_pipeline_distributed"):
+            run_pipeline_local(job(2, 4, schedule=schedule, config=CHUNKED, virtual_stages=v))
+
+
 @pytest.mark.slow
 def test_a_failing_rank_is_reported_and_every_process_ends(monkeypatch):
     real = pipeline_distributed.run_rank
@@ -253,6 +367,26 @@ def test_command_line_without_torchrun(monkeypatch, capsys):
     assert summary["pipeline_stages"] == 2 and summary["num_microbatches"] == 4
     assert summary["bubble_formula"] == pytest.approx(1 / 5)
     assert 0 < summary["idle_fraction"] < 1
+    # interleaved 1F1B, two chunks of one layer per rank; its closed form (p − 1)/(v·m + p − 1) = 1/9
+    assert pipeline_torchrun.main(["--pipeline-stages", "2", "--global-batch", "16", "--micro-batch", "4",
+                                   "--n-layer", "4", "--seq-len", "8", "--schedule", "interleaved-1f1b",
+                                   "--virtual-stages", "2"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["torch_schedule"], summary["virtual_stages"]) == ("ScheduleInterleaved1F1B", 2)
+    assert summary["bubble_formula"] == pytest.approx(1 / 9)
+
+
+def test_command_line_refuses_in_one_line(monkeypatch, capsys):
+    """A job the flags cannot describe, or torch cannot run, is one line on stderr and exit code 2, before any
+    process starts."""
+    monkeypatch.delenv("RANK", raising=False)
+    base = ["--pipeline-stages", "2", "--global-batch", "10", "--micro-batch", "2", "--n-layer", "4", "--seq-len", "8"]
+    for extra, said in ((["--schedule", "zero-bubble"], "num_microbatches = 5：ZB-H1"),
+                        (["--schedule", "interleaved-1f1b"], "virtual_stages = 1：交错式 1F1B"),
+                        (["--schedule", "zero-bubble", "--virtual-stages", "3"], "virtual_stages = 3：零气泡")):
+        assert pipeline_torchrun.main(base + extra) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.slow
@@ -276,7 +410,8 @@ def test_two_hosts_under_torchrun_give_the_accumulated_gradients(tmp_path):
     port, grads = free_port(), tmp_path / "grads.pt"
     common = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
               "-m", "batchlab.measure.pipeline_torchrun", "--pipeline-stages", "2", "--global-batch", "8",
-              "--micro-batch", "2", "--n-layer", "2", "--seq-len", "8", "--schedule", "1f1b", "--device", "cpu",
+              "--micro-batch", "2", "--n-layer", "4", "--seq-len", "8", "--schedule", "zero-bubble",
+              "--virtual-stages", "2", "--device", "cpu",
               "--grads", str(grads)]  # every rank sends its gradients; rank 0 saves them
     hosts = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--node-rank", str(rank), *common],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
@@ -284,7 +419,11 @@ def test_two_hosts_under_torchrun_give_the_accumulated_gradients(tmp_path):
     assert [host.returncode for host in hosts] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
     summary = json.loads(outs[0][0])
     assert (summary["pipeline_stages"], summary["num_microbatches"]) == (2, 4) and outs[1][0] == ""
-    assert_same_grads(torch.load(grads), accumulated_grads(job(2, 4, 2, 8, config=get_config("tiny", n_layer=2))))
+    # ZB-V: two chunks per host in V placement (the head on rank 0), the backward split into B and W
+    assert (summary["schedule"], summary["virtual_stages"], summary["torch_schedule"]) == (
+        "zero-bubble", 2, "ScheduleZBVZeroBubble")
+    assert_same_grads(torch.load(grads), accumulated_grads(
+        job(2, 4, 2, 8, "zero-bubble", config=get_config("tiny", n_layer=4), virtual_stages=2)))
 
 
 def test_a_gpt2_vocabulary_job_runs_on_uniform_ids_not_the_dense_chain():

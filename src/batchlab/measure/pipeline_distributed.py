@@ -1,9 +1,12 @@
 """One process per pipeline stage: ``torch.distributed.pipelining`` on the GPT (4.4).
 
 * :func:`run_pipeline_distributed` starts p processes that talk through ``torch.distributed``
-  (gloo on CPU, nccl on CUDA, hccl on Ascend NPU) and run ``torch.distributed.pipelining``'s
-  ``ScheduleGPipe`` or ``Schedule1F1B``; it returns the measured timeline (communication and all),
-  the gradients and the start-up and step times;
+  (gloo on CPU, nccl on CUDA, hccl on Ascend NPU) and run the job's schedule on
+  ``torch.distributed.pipelining`` (:func:`torch_schedule`: ``ScheduleGPipe``, ``Schedule1F1B``,
+  ``ScheduleInterleaved1F1B`` with v model chunks per rank, ``ScheduleInterleavedZeroBubble`` with one
+  (ZB-H1) or ``ScheduleZBVZeroBubble`` with two in V placement (ZB-V)); it returns the measured timeline
+  (communication and all; F, B and, where the schedule splits the backward, W per rank, chunk and
+  micro-batch), the gradients and the start-up and step times;
 * :mod:`batchlab.measure.pipeline_torchrun`: the same on servers, one process per card, started by
   ``torchrun``, built from this module's rank functions.
 
@@ -15,11 +18,13 @@ tensor shapes between stages and is slow, so one warm-up step precedes the timed
 few milliseconds on a few shared cores, fixed per-message costs make the measured bubble much larger
 than (p − 1)/(m + p − 1); with wider layers it approaches the formula.
 
-The stages are :func:`batchlab.measure.pipeline_local.split_model`'s; its one-process replay is the
-measurement without communication.
+The chunks are :func:`batchlab.measure.pipeline_local.split_model`'s, the model cut into p · v (the embedding
+on the first, the head and loss on the last); rank r holds virtual stages r, r + p, … (ZB-V: r and 2p − 1 − r,
+so the head sits on rank 0). Its one-process replay (GPipe, 1F1B) is the measurement without communication.
 """
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -37,20 +42,21 @@ import torch
 
 from batchlab.formulas.checks import one_of, positive, whole
 from batchlab.formulas.job import Job
-from batchlab.formulas.pipeline_schedules import Op, Timeline, median_timeline
+from batchlab.formulas.pipeline_schedules import SCHEDULES, Op, Timeline, median_timeline, placement_of, virtual_stage
 from batchlab.measure.device import accelerator_module, select_device, synchronize
 from batchlab.measure.model import build_model, next_token_loss
 from batchlab.measure.pipeline_local import check_pipeline_job, pipeline_batch, split_model
 
 try:  # torch ≥ 2.4; imported here so that forked ranks start without importing it again
     import torch.distributed as dist
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    import torch.distributed.pipelining as pipelining
+    from torch.distributed.pipelining import PipelineStage
 except ImportError:  # pragma: no cover - old torch, or a build without torch.distributed
-    dist = None
-    PipelineStage = Schedule1F1B = ScheduleGPipe = None
+    dist = pipelining = PipelineStage = None
 
-__all__ = ["BACKENDS", "require_pipelining", "one_thread", "rank_device", "RankStep", "RankResult", "run_rank",
-           "DistributedPipelineRun", "merge_ranks", "free_port", "run_pipeline_distributed"]
+__all__ = ["BACKENDS", "require_pipelining", "torch_schedule", "check_torch_schedule", "rank_chunks", "one_thread",
+           "rank_device", "RankStep", "RankResult", "run_rank", "DistributedPipelineRun", "merge_ranks", "free_port",
+           "run_pipeline_distributed"]
 
 # The collective library of each device type; ``backend=`` overrides it.
 BACKENDS: dict[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
@@ -64,6 +70,32 @@ def require_pipelining() -> None:
     if PipelineStage is None or dist is None or not dist.is_available():
         raise RuntimeError(f"torch {torch.__version__} 没有 torch.distributed.pipelining（需要 torch ≥ 2.4，"
                            "且带 torch.distributed 编译）")
+
+
+def torch_schedule(job: Job) -> str:
+    """The ``torch.distributed.pipelining`` class that runs ``job``'s schedule: ScheduleGPipe, Schedule1F1B,
+    ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble (ZB-H1, v = 1) or ScheduleZBVZeroBubble (ZB-V, v = 2)."""
+    if job.schedule == "zero-bubble":
+        return "ScheduleZBVZeroBubble" if job.virtual_stages == 2 else "ScheduleInterleavedZeroBubble"
+    return {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved-1f1b": "ScheduleInterleaved1F1B"}[job.schedule]
+
+
+def check_torch_schedule(job: Job) -> Job:
+    """``job`` if this torch's pipelining has the class that runs its schedule (:func:`torch_schedule`); else
+    ValueError, one line naming the schedule and why. The schedule's own rules (m vs p, v, the layers into p · v
+    chunks, torch's rounds for ZB-H1) were checked when the job was made (``pipeline_schedules.check_runnable``)."""
+    name = torch_schedule(job)
+    if pipelining is not None and not hasattr(pipelining, name):
+        raise ValueError(f"schedule = {job.schedule!r}：torch {torch.__version__} 的 torch.distributed.pipelining "
+                         f"没有 {name}，{SCHEDULES[job.schedule]} 无法实测（需要更新的 torch）")
+    return job
+
+
+def rank_chunks(job: Job, rank: int) -> list[int]:
+    """The virtual stages (0 = the embedding's, p · v − 1 = the head's) of ``rank``'s model chunks, in the order
+    torch lists the rank's stages: the local chunk index of :class:`~batchlab.formulas.pipeline_schedules.Op`."""
+    placement = placement_of(job.schedule, job.virtual_stages)
+    return [virtual_stage(rank, chunk, job.pipeline_stages, placement) for chunk in range(job.virtual_stages)]
 
 
 def one_thread() -> None:
@@ -85,17 +117,18 @@ def rank_device(kind: str, local_rank: int) -> torch.device:
 @dataclass(frozen=True)
 class RankStep:
     """One step on one rank: ``begin`` and ``end`` (``perf_counter`` seconds, after the barrier before it) and
-    its ops, ``(kind, microbatch, start, end)`` each."""
+    its ops, ``(kind, microbatch, start, end, chunk)`` each (kind F, B or W; chunk the local index)."""
 
     begin: float
     end: float
-    ops: tuple[tuple[str, int, float, float], ...]
+    ops: tuple[tuple[str, int, float, float, int], ...]
 
 
 @dataclass(frozen=True)
 class RankResult:
     """What one rank of :func:`run_rank` returns: its steps (the warm-up first), when it was ready, the last
-    step's gradients of its stage (GPT names; empty when not gathered) and the mean loss (last rank only)."""
+    step's gradients of its chunks (GPT names, summed over its chunks where a name is on two: the tied
+    ``wte.weight`` under ZB-V; empty when not gathered) and the mean loss (the rank of the head only)."""
 
     rank: int
     ready: float
@@ -105,52 +138,63 @@ class RankResult:
 
 
 def run_rank(rank: int, job: Job, steps: int, seed: int, device: torch.device) -> RankResult:
-    """The work of one rank of ``job`` (``job.pipeline_stages`` ranks, one stage each), once its process group
-    is up: build the job's seeded GPT, keep stage ``rank``, run one warm-up step and ``steps`` timed ones."""
-    world, m, schedule = job.pipeline_stages, job.num_microbatches, job.schedule
-    stage_module = split_model(build_model(job, seed), world, job.partition)[rank].to(device)
-    stage = PipelineStage(stage_module, rank, world, device)
-    ops: list[list] = []  # [kind, microbatch, start, end], perf_counter seconds
+    """The work of one rank of ``job`` (``job.pipeline_stages`` ranks, ``job.virtual_stages`` chunks each), once
+    its process group is up: build the job's seeded GPT, cut it into p · v chunks, keep this rank's
+    (:func:`rank_chunks`), run one warm-up step and ``steps`` timed ones of :func:`torch_schedule`."""
+    world, m, v = job.pipeline_stages, job.num_microbatches, job.virtual_stages
+    chunks = split_model(build_model(job, seed), world * v, job.partition)
+    mine = rank_chunks(job, rank)
+    # Several chunks on one rank get their own copies: two that shared the tied wte.weight (ZB-V's first and last)
+    # would each divide the shared gradient by m at the end of the step.
+    modules = [(chunks[k] if v == 1 else copy.deepcopy(chunks[k])).to(device) for k in mine]
+    stages = [PipelineStage(module, k, world * v, device) for module, k in zip(modules, mine)]
+    ops: list[list] = []  # [kind, microbatch, start, end, chunk], perf_counter seconds
 
-    def timed(kind: str, method_):
+    def timed(kind: str, chunk: int, method_):
         def run(chunk_id, *args, **kwargs):
             start = time.perf_counter()
             out = method_(chunk_id, *args, **kwargs)
             synchronize(device)
-            ops.append([kind, chunk_id, start, time.perf_counter()])
+            ops.append([kind, chunk_id, start, time.perf_counter(), chunk])
             return out
         return run
 
-    for name in ("forward_one_chunk", "backward_one_chunk"):
-        if not callable(getattr(stage, name, None)):
-            raise RuntimeError(f"torch {torch.__version__} 的 PipelineStage 没有 {name}，无法逐个操作计时")
-    stage.forward_one_chunk = timed("F", stage.forward_one_chunk)
-    stage.backward_one_chunk = timed("B", stage.backward_one_chunk)
+    # B: the whole backward, or only the input gradient when the schedule splits it and runs W later (the first
+    # virtual stage has no input gradient: torch leaves its B empty and does the whole backward in W).
+    methods = {"F": "forward_one_chunk", "B": "backward_one_chunk", "W": "backward_weight_one_chunk"}
+    for chunk, stage in enumerate(stages):
+        for kind, name in methods.items():
+            if not callable(getattr(stage, name, None)):
+                raise RuntimeError(f"torch {torch.__version__} 的 PipelineStage 没有 {name}，无法逐个操作计时")
+            setattr(stage, name, timed(kind, chunk, getattr(stage, name)))
 
     def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         loss = next_token_loss(logits, target)
         synchronize(device)
         if ops and ops[-1][0] == "F":  # not during the warm-up's shape inference, which calls it too
-            ops[-1][3] = time.perf_counter()  # the loss belongs to the last stage's forward, as locally
+            ops[-1][3] = time.perf_counter()  # the loss belongs to the last chunk's forward, as locally
         return loss
 
-    kinds = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
-    pipe = kinds[schedule](stage, m, loss_fn=loss_fn)  # scale_grads: gradients of the mean loss
+    name = torch_schedule(job)
+    single = name in ("ScheduleGPipe", "Schedule1F1B")  # one stage per rank; the others take a list
+    pipe = getattr(pipelining, name)(stages[0] if single else stages, m, loss_fn=loss_fn)  # scale_grads: the mean
     inputs, targets = pipeline_batch(job, seed)
-    args = (inputs.to(device),) if rank == 0 else ()
-    target = targets.to(device) if rank == world - 1 else None
+    args = (inputs.to(device),) if 0 in mine else ()
+    target = targets.to(device) if world * v - 1 in mine else None
     ready = time.perf_counter()
     steps_out, losses = [], []
     for step in range(steps + 1):  # step 0 is the warm-up: stages exchange shapes
-        stage_module.zero_grad(set_to_none=True)
+        for module in modules:
+            module.zero_grad(set_to_none=True)
         ops.clear()
         dist.barrier()
         begin = time.perf_counter()
         pipe.step(*args, target=target, losses=losses if target is not None else None)
         synchronize(device)
         steps_out.append(RankStep(begin, time.perf_counter(), tuple(tuple(op) for op in ops)))
-    grads = {name: param.grad.detach().cpu().clone() for name, param in stage_module.named_parameters()
-             if param.grad is not None}
+    grads: dict[str, torch.Tensor] = {}
+    for key, param in ((k, q) for module in modules for k, q in module.named_parameters() if q.grad is not None):
+        grads[key] = grads[key] + param.grad.detach().cpu() if key in grads else param.grad.detach().cpu().clone()
     return RankResult(rank=rank, ready=ready, steps=tuple(steps_out), grads=grads,
                       loss=sum(loss.item() for loss in losses) / m if losses else None)
 
@@ -210,13 +254,14 @@ class DistributedPipelineRun:
     timeline: Timeline
     """A typical timed step: each op at the median of its start and end over the timed steps
     (:func:`~batchlab.formulas.pipeline_schedules.median_timeline`), seconds after the earliest op
-    (``time.perf_counter``; the loss counts in the last stage's forward) — not the warm-up's shape exchange,
-    and not one op that a busy machine slowed in one step."""
+    (``time.perf_counter``; the loss counts in the last chunk's forward) — not the warm-up's shape exchange,
+    and not one op that a busy machine slowed in one step. ``stage`` is the rank, ``chunk`` its local chunk;
+    ``virtual_stages`` the job's."""
     grads: dict[str, torch.Tensor]
-    """The last step's, merged over ranks: the tied ``wte.weight`` is the sum of the first and last stage's
+    """The last step's, merged over ranks: the tied ``wte.weight`` is the sum of the first and last chunk's
     (see :func:`~batchlab.measure.pipeline_local.split_model`)."""
     loss: float | None
-    """The mean loss over micro-batches (the last rank's)."""
+    """The mean loss over micro-batches (the head's rank's)."""
     step_seconds: tuple[float, ...]
     """One per timed step: first begin to last end over ranks."""
     warmup_seconds: float
@@ -246,8 +291,9 @@ def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> Di
 
     def step_timeline(step: int) -> Timeline:
         ops = tuple(Op(stage=r.rank, microbatch=mb, kind=kind, start=start - origin(r, step),
-                       end=end - origin(r, step)) for r in results for kind, mb, start, end in r.steps[step].ops)
-        return Timeline(job.schedule, len(results), job.num_microbatches, ops)
+                       end=end - origin(r, step), chunk=chunk)
+                    for r in results for kind, mb, start, end, chunk in r.steps[step].ops)
+        return Timeline(job.schedule, len(results), job.num_microbatches, ops, job.virtual_stages)
 
     # results[·].steps[0] is the warm-up
     timeline = median_timeline([step_timeline(k) for k in range(1, steps)])
@@ -257,7 +303,8 @@ def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> Di
             grads[name] = grads[name] + grad if name in grads else grad
     warmup = (max(r.steps[0].end - origin(r, 0) for r in results)
               - min(r.steps[0].begin - origin(r, 0) for r in results))
-    return DistributedPipelineRun(job=job, timeline=timeline, grads=grads, loss=results[-1].loss,
+    loss = next((r.loss for r in results if r.loss is not None), None)  # the head's rank: the last, or 0 (ZB-V)
+    return DistributedPipelineRun(job=job, timeline=timeline, grads=grads, loss=loss,
                                   step_seconds=step_seconds, warmup_seconds=warmup)
 
 
@@ -271,11 +318,13 @@ def run_pipeline_distributed(
     start_method: str = "fork",
     timeout: float = 300.0,
 ) -> DistributedPipelineRun:
-    """Train ``steps`` timed steps (after one warm-up) of ``job`` on ``job.pipeline_stages`` processes, one
-    stage each, on ``torch.distributed.pipelining`` (``ScheduleGPipe`` or ``Schedule1F1B``, ``job.schedule``).
+    """Train ``steps`` timed steps (after one warm-up) of ``job`` on ``job.pipeline_stages`` processes, each with
+    ``job.virtual_stages`` model chunks, on ``torch.distributed.pipelining``'s class for ``job.schedule``
+    (:func:`torch_schedule`; one it cannot run is refused before any process starts, :func:`check_torch_schedule`).
 
     The job is the one the formulas model: every rank builds its GPT (:func:`~batchlab.measure.model.build_model`
-    ``(job, seed)``) and keeps its stage (:func:`split_model`, ``job.partition``); the data is
+    ``(job, seed)``) and keeps its chunks (:func:`split_model` into p · v, ``job.partition``; :func:`rank_chunks`);
+    the data is
     :func:`pipeline_batch` ``(job, seed)`` (one replica's m × b sequences). No optimizer steps: every step sees
     the same weights, so the gradients are comparable with :func:`run_pipeline_local`'s for the same job.
 
@@ -290,7 +339,7 @@ def run_pipeline_distributed(
     here as a RuntimeError carrying its traceback.
     """
     require_pipelining()
-    check_pipeline_job(job)
+    check_torch_schedule(check_pipeline_job(job))
     p = job.pipeline_stages
     whole("steps", steps)
     whole("seed", seed, minimum=0)

@@ -24,6 +24,11 @@ different order (op by op here, rank by rank on p processes), so they would diff
 Runs that compare nothing with another run can have dropout: :func:`batchlab.measure.train.train` and the
 memory runs of :mod:`batchlab.measure.memory` (whose bytes then include the masks, as the memory model's do).
 
+**Schedules.** The replay runs GPipe and 1F1B: one stage module per stage, each backward whole. Interleaved
+1F1B (several chunks per device) and the zero-bubble schedules (the backward split into input and weight
+gradients, which autograd in one process cannot time apart without recomputing) are refused here
+(:func:`check_local_schedule`); :mod:`batchlab.measure.pipeline_distributed` runs every schedule.
+
 One process per stage, communication and all, is :mod:`batchlab.measure.pipeline_distributed`.
 """
 from __future__ import annotations
@@ -38,14 +43,15 @@ from torch.nn import functional as F
 from batchlab.formulas.checks import one_of, whole
 from batchlab.formulas.job import Job
 from batchlab.formulas.partition import PARTITION_METHODS, Stage, partition_layers
-from batchlab.formulas.pipeline_schedules import Op, Timeline, median_durations, schedule_order, simulate
+from batchlab.formulas.pipeline_schedules import (SCHEDULES, Op, Timeline, median_durations, schedule_order,
+                                                  simulate)
 from batchlab.formulas.presets import check_seq_len
 from batchlab.measure.data import MARKOV_MAX_VOCAB, make_corpus, random_tokens
 from batchlab.measure.device import as_device, synchronize
 from batchlab.measure.model import GPT, build_model, check_job_model, check_runnable_job, next_token_loss, run_blocks
 
 __all__ = ["StageModule", "split_model", "pipeline_batch", "check_pipeline_job", "check_no_dropout",
-           "LocalPipelineRun", "run_pipeline_local"]
+           "LOCAL_SCHEDULES", "check_local_schedule", "LocalPipelineRun", "run_pipeline_local"]
 
 
 # ---------------------------------------------------------------------------
@@ -148,6 +154,19 @@ def check_pipeline_job(job: Job) -> Job:
 # One process
 # ---------------------------------------------------------------------------
 
+LOCAL_SCHEDULES = ("gpipe", "1f1b")
+"""The schedules :func:`run_pipeline_local` replays (one stage module per stage, the backward whole)."""
+
+
+def check_local_schedule(job: Job) -> Job:
+    """``job`` if :func:`run_pipeline_local` replays its schedule (:data:`LOCAL_SCHEDULES`); else ValueError, one
+    line saying which schedule and why, and what runs it."""
+    if job.schedule not in LOCAL_SCHEDULES:
+        raise ValueError(f"schedule = {job.schedule!r}：单进程回放只重放 GPipe 和 1F1B（每段一个模块、反向不拆分），"
+                         f"{SCHEDULES[job.schedule]} 请用多进程的 run_pipeline_distributed")
+    return job
+
+
 
 @dataclass(frozen=True)
 class LocalPipelineRun:
@@ -185,8 +204,8 @@ def run_pipeline_local(job: Job, model: GPT | None = None, *, seed: int = 0,
 
     The job says everything the step is: the model's shape, its dropout and recompute mode, the sequence
     length, the micro-batch size, the micro-batch count (``job.num_microbatches``: one replica's), the
-    stages, how they are cut (``job.partition``) and the schedule. What only a measurement has: ``model``,
-    the GPT instance to run (default :func:`~batchlab.measure.model.build_model` ``(job, seed)``; one given
+    stages, how they are cut (``job.partition``) and the schedule (GPipe or 1F1B: :func:`check_local_schedule`).
+    What only a measurement has: ``model``, the GPT instance to run (default :func:`~batchlab.measure.model.build_model` ``(job, seed)``; one given
     must be the job's, and holds this step's gradients in ``.grad`` afterwards), ``seed`` (the weights when
     built here, and the data, :func:`pipeline_batch` ``(job, seed)``) and ``device`` (``None`` keeps the model
     where it is, anything else moves it there).
@@ -199,7 +218,7 @@ def run_pipeline_local(job: Job, model: GPT | None = None, *, seed: int = 0,
     Every step starts from zeroed gradients and the same weights and data (no optimizer step), so the
     gradients returned, the last step's, are each step's.
     """
-    check_pipeline_job(job)
+    check_local_schedule(check_pipeline_job(job))
     steps, warmup = whole("steps", steps), whole("warmup", warmup, minimum=0)
     model = build_model(job, seed) if model is None else check_job_model(job, model)
     schedule, p, m = job.schedule, job.pipeline_stages, job.num_microbatches

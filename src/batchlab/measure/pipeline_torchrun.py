@@ -6,6 +6,11 @@ On an NPU server (8 cards, one process per card, hccl)::
     torchrun --nproc-per-node 4 -m batchlab.measure.pipeline_torchrun --device npu --model gpt2 \\
         --pipeline-stages 4 --global-batch 64 --micro-batch 8 --seq-len 256 --precision fp32 --dropout 0
 
+``--schedule`` is any of the calculator's (gpipe, 1f1b, interleaved-1f1b, zero-bubble) and ``--virtual-stages``
+the model chunks per card (≥ 2 for interleaved-1f1b; 1 = ZB-H1 or 2 = ZB-V for zero-bubble), the layers cut
+into pipeline-stages × virtual-stages chunks; e.g. ``--schedule interleaved-1f1b --virtual-stages 3`` with
+``--model gpt2`` (12 layers) on 4 cards.
+
 On several NPU servers, one ``torchrun`` per server, the same command on each but ``--node-rank``
 (0 on the server whose address is ``--master-addr``, then 1, 2, ...); ``--pipeline-stages`` is the total number
 of processes, ``--nnodes`` × ``--nproc-per-node``::
@@ -40,11 +45,13 @@ import torch.distributed as dist
 
 from batchlab.formulas.checks import whole
 from batchlab.formulas.job import Job
+from batchlab.formulas.pipeline_schedules import SCHEDULES, bubble_fraction
 from batchlab.formulas.precision import PRECISIONS
 from batchlab.formulas.presets import PRESETS, get_config
 from batchlab.measure.device import select_device
-from batchlab.measure.pipeline_distributed import (BACKENDS, DistributedPipelineRun, merge_ranks, one_thread,
-                                                   rank_device, require_pipelining, run_pipeline_distributed, run_rank)
+from batchlab.measure.pipeline_distributed import (BACKENDS, DistributedPipelineRun, check_torch_schedule, merge_ranks,
+                                                   one_thread, rank_device, require_pipelining,
+                                                   run_pipeline_distributed, run_rank, torch_schedule)
 from batchlab.measure.pipeline_local import check_pipeline_job
 
 __all__ = ["main"]
@@ -55,10 +62,11 @@ def _summary(run: DistributedPipelineRun) -> dict:
     p = timeline.pipeline_stages
     busy = [sum(op.end - op.start for op in timeline.ops if op.stage == s) for s in range(p)]
     return {
-        "schedule": job.schedule, "pipeline_stages": p, "num_microbatches": timeline.num_microbatches,
+        "schedule": job.schedule, "virtual_stages": job.virtual_stages, "torch_schedule": torch_schedule(job),
+        "pipeline_stages": p, "num_microbatches": timeline.num_microbatches,
         "micro_batch_size": job.micro_batch_size, "global_batch": job.global_batch, "seq_len": job.seq_len,
         "loss": run.loss, "idle_fraction": timeline.idle_fraction,
-        "bubble_formula": job.plan.bubble_fraction,
+        "bubble_formula": bubble_fraction(p, timeline.num_microbatches, job.schedule, job.virtual_stages),
         "makespan_seconds": timeline.makespan, "busy_seconds_per_stage": busy,
         "step_seconds": list(run.step_seconds), "warmup_seconds": run.warmup_seconds,
         "start_seconds": run.start_seconds,
@@ -79,7 +87,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--micro-batch", type=int, default=4, help="每个微批的序列数 b（默认 4）")
     parser.add_argument("--pipeline-stages", type=int, default=None,
                         help="流水线阶段数 p（torchrun 下默认为进程总数，否则 2）")
-    parser.add_argument("--schedule", choices=["gpipe", "1f1b"], default="1f1b")
+    parser.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b", help="流水线调度（默认 1f1b）")
+    parser.add_argument("--virtual-stages", type=int, default=1,
+                        help="每张卡的模型段数 v：interleaved-1f1b 要 ≥ 2，zero-bubble 为 1（ZB-H1）或 2（ZB-V），"
+                             "其余为 1；层数须能切成 p × v 段（默认 1）")
     parser.add_argument("--precision", choices=list(PRECISIONS), default=None, help="实测只支持 fp32")
     parser.add_argument("--dropout", type=float, default=None, help="流水线实测要求 0（默认：模型的）")
     # What only a measurement has
@@ -98,20 +109,32 @@ def job_from_args(args: argparse.Namespace, pipeline_stages: int) -> Job:
     """The job the flags describe, run on ``pipeline_stages`` processes (ValueError when they describe none)."""
     overrides = {key: value for key, value in (("n_layer", args.n_layer), ("d_model", args.d_model))
                  if value is not None}
-    return check_pipeline_job(Job(model=get_config(args.model, **overrides), seq_len=args.seq_len,
-                                  global_batch=args.global_batch, micro_batch_size=args.micro_batch,
-                                  pipeline_stages=pipeline_stages, schedule=args.schedule,
-                                  precision=args.precision, dropout=args.dropout))
+    return check_torch_schedule(check_pipeline_job(Job(
+        model=get_config(args.model, **overrides), seq_len=args.seq_len, global_batch=args.global_batch,
+        micro_batch_size=args.micro_batch, pipeline_stages=pipeline_stages, schedule=args.schedule,
+        virtual_stages=args.virtual_stages, precision=args.precision, dropout=args.dropout)))
+
+
+def _refuse(parser: argparse.ArgumentParser, error: ValueError) -> int:
+    """A job refused, in one line on stderr, as the calculator's commands do; exit code 2."""
+    print(f"{parser.prog}: error: {str(error).strip().splitlines()[0]}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m batchlab.measure.pipeline_torchrun``: under ``torchrun`` (``RANK`` set) this process is one
-    rank, one stage; otherwise it starts the ranks itself. Rank 0 (or the launcher) prints a JSON
-    summary: idle share of the median timed step against (p − 1)/(m + p − 1), step and start-up seconds."""
-    args = _parser().parse_args(argv)
+    rank, ``--virtual-stages`` chunks; otherwise it starts the ranks itself. Rank 0 (or the launcher) prints a
+    JSON summary: idle share of the median timed step against the schedule's closed form
+    (:func:`~batchlab.formulas.pipeline_schedules.bubble_fraction`), step and start-up seconds. A job the flags
+    cannot describe, or that torch cannot run, is refused in one line before any work (exit code 2)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
     if "RANK" not in os.environ:  # not under torchrun: start the ranks here
         device = args.device or "cpu"
-        job = job_from_args(args, args.pipeline_stages or 2)
+        try:
+            job = job_from_args(args, args.pipeline_stages or 2)
+        except ValueError as error:
+            return _refuse(parser, error)
         result = run_pipeline_distributed(job, steps=args.steps, seed=args.seed, device=device, backend=args.backend,
                                           start_method=args.start_method if device == "cpu" else "spawn")
         print(json.dumps(_summary(result), ensure_ascii=False, indent=1))
@@ -124,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     if args.pipeline_stages is not None and args.pipeline_stages != world:
         raise SystemExit(f"--pipeline-stages = {args.pipeline_stages}：必须等于进程总数 WORLD_SIZE = {world}（每个进程一段）")
-    job = job_from_args(args, world)
+    try:
+        job = job_from_args(args, world)
+    except ValueError as error:
+        return _refuse(parser, error)
     kind = select_device(args.device).type
     device = rank_device(kind, local_rank)
     backend = args.backend or BACKENDS[kind]
