@@ -172,6 +172,7 @@ FIGURES = {
         pipeline_timeline("1f1b", 4, 8), layout=layout),
     "pipeline.plot_pipeline_timelines": lambda layout: pipeline.plot_pipeline_timelines(
         [pipeline_timeline(s, 4, 8) for s in ("gpipe", "1f1b")], layout=layout),
+    "pipeline.plot_schedule_comparison": lambda layout: pipeline.plot_schedule_comparison(4, 8, layout=layout),
     "pipeline.plot_tradeoff": lambda layout: pipeline.plot_tradeoff(
         tune(CASE_STUDY.job, CURVE)["candidates"], 2, layout=layout),
     "efficiency.plot_matmul_rates": lambda layout: efficiency.plot_matmul_rates(matmul_reports(), layout=layout),

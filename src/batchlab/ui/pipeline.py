@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from matplotlib.ticker import NullLocator
 
-from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, pipeline_timeline
+from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, pipeline_timeline
 from batchlab.page.colours import PALETTE
 from batchlab.page.tradeoff import TradeoffView
 from batchlab.ui.style import check_layout, clear_artists, explorer_panels, figure_width, new_axes, phone_title
@@ -18,13 +18,19 @@ if TYPE_CHECKING:
 
     from batchlab.formulas.pipeline_schedules import Timeline
 
-__all__ = ["MAX_DRAWN_OPS", "plot_pipeline_timeline", "plot_pipeline_timelines", "plot_tradeoff",
-           "draw_tradeoff_explorer"]
+__all__ = ["MAX_DRAWN_OPS", "plot_pipeline_timeline", "plot_pipeline_timelines", "plot_schedule_comparison",
+           "plot_tradeoff", "draw_tradeoff_explorer"]
 
 _NULL_LOCATOR = NullLocator()
 
-BOX_MARK = {"F": "前", "B": "反"}
-"""What a drawn box says for a forward and a backward operation (the schedule's own kinds are F and B)."""
+BOX_MARK = {"F": "前", "B": "反", "W": "权"}
+"""What a drawn box says for a forward, a backward (with a split backward: the input gradient) and a weight
+gradient operation (the schedule's own kinds are F, B and W)."""
+KIND_ALPHA = {"F": 0.45, "B": 0.95, "W": 0.7}
+"""How opaque each kind's boxes are, in the micro-batch's colour: forward light, backward dark, weight gradient
+between, so the kinds read apart even without the box labels."""
+CHUNK_HATCH = ("", "////", "....", "xxxx")
+"""The hatching of a device's model chunk 0, 1, 2, 3 (then again): interleaved and ZB-V chunks read apart."""
 
 MAX_DRAWN_OPS = 2048
 """The explorer draws a step's timeline only up to this many forward and backward bars (2·p·m)."""
@@ -34,9 +40,11 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
                            unit: str = "时间（以一次前向计算为单位）", labels: bool | None = None,
                            layout: str = "desk") -> "Figure":
     """Gantt chart of a pipeline step (simulated or measured): one row per stage, one colour per
-    micro-batch; forward boxes light, backward boxes dark, gaps are the bubble. ``unit`` labels the
-    time axis (measured timelines are in seconds); ``labels`` writes 前0, 反0, … (forward, backward) in the
-    boxes — not "B", which the book keeps for a batch size — (default: when there are at most 80 boxes,
+    micro-batch; forward boxes light, backward boxes dark, weight-gradient boxes (a split backward) between,
+    a device's second, third … model chunk hatched (:data:`CHUNK_HATCH`); gaps are the bubble. A figure
+    of its own keys the kinds and chunks when there is a W or a second chunk.
+    ``unit`` labels the time axis (measured timelines are in seconds); ``labels`` writes 前0, 反0, 权0, …
+    (forward, backward, weight gradient) in the boxes — not "B", which the book keeps for a batch size — (default: when there are at most 80 boxes,
     beyond which they are unreadable and slow to draw; a box too narrow for its number stays blank). On
     a phone (``layout``) the stages are numbered without 阶段 and a long title takes two lines."""
     p = timeline.pipeline_stages
@@ -47,27 +55,30 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
     # One collection per (stage, kind) instead of one bar per op: a step of p·m ops redraws in
     # milliseconds, which the explorer needs.
     many = len(timeline.ops) > 256  # too many micro-batches to tell apart: draw busy spans, one colour per kind
-    for stage in range(p):
-        for kind, alpha in (("F", 0.45), ("B", 0.95)):
-            ops = sorted((op for op in timeline.ops if op.stage == stage and op.kind == kind), key=lambda o: o.start)
-            if many:
-                spans: list[list[float]] = []
-                for op in ops:  # merge ops that follow each other without a gap
-                    if spans and op.start <= spans[-1][1] + 1e-12:
-                        spans[-1][1] = op.end
-                    else:
-                        spans.append([op.start, op.end])
-                ax.broken_barh([(a, b - a) for a, b in spans], (stage - 0.4, 0.8), facecolors=PALETTE[0], alpha=alpha)
-                continue
-            ax.broken_barh([(op.start, op.end - op.start) for op in ops], (stage - 0.4, 0.8),
-                           facecolors=[PALETTE[op.microbatch % len(PALETTE)] for op in ops], alpha=alpha,
-                           edgecolor="white", linewidth=0.6)
+    groups: dict[tuple[int, str, int], list] = {}
+    for op in sorted(timeline.ops, key=lambda o: o.start):
+        groups.setdefault((op.stage, op.kind, op.chunk), []).append(op)
+    for (stage, kind, chunk), ops in groups.items():
+        hatch = CHUNK_HATCH[chunk % len(CHUNK_HATCH)] or None
+        if many:
+            spans: list[list[float]] = []
+            for op in ops:  # merge ops that follow each other without a gap
+                if spans and op.start <= spans[-1][1] + 1e-12:
+                    spans[-1][1] = op.end
+                else:
+                    spans.append([op.start, op.end])
+            ax.broken_barh([(a, b - a) for a, b in spans], (stage - 0.4, 0.8), facecolors=PALETTE[0],
+                           alpha=KIND_ALPHA[kind], edgecolor="white", linewidth=0, hatch=hatch)
+            continue
+        ax.broken_barh([(op.start, op.end - op.start) for op in ops], (stage - 0.4, 0.8),
+                       facecolors=[PALETTE[op.microbatch % len(PALETTE)] for op in ops], alpha=KIND_ALPHA[kind],
+                       edgecolor="white", linewidth=0.6, hatch=hatch)
     if labels:
         # A box narrower than "前10" at 8.5 pt shows the micro-batch alone (its shade says which kind).
         span = max(op.end for op in timeline.ops) * 1.1
         points_per_unit = ax.get_position().width * fig.get_figwidth() * 72 / span
-        narrowest = {kind: min(op.end - op.start for op in timeline.ops if op.kind == kind) * points_per_unit
-                     for kind in BOX_MARK}
+        narrowest = {kind: min((op.end - op.start for op in timeline.ops if op.kind == kind), default=0)
+                     * points_per_unit for kind in BOX_MARK}
         digits = 8.5 * 0.6 * len(str(timeline.num_microbatches - 1)) + 1
         roomy = {kind: narrowest[kind] >= 8.5 + digits for kind in BOX_MARK}
         for op in timeline.ops:
@@ -82,12 +93,48 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
     ax.invert_yaxis()
     ax.set_xlabel(unit)
     ax.grid(False)
-    name = SCHEDULES.get(timeline.schedule, timeline.schedule)
-    ax.set_title(phone_title(title or f"{name}：{p} 个阶段，{timeline.num_microbatches} 个微批次，"
-                             f"气泡占比 {timeline.idle_fraction:.1%}", layout))
-    if own_figure:  # a caller that passes ``ax`` lays out its own figure
-        fig.tight_layout()
+    ax.set_title(phone_title(title or f"{_name(timeline.schedule, timeline.virtual_stages)}：{p} 个阶段，"
+                             f"{timeline.num_microbatches} 个微批次，气泡占比 {timeline.idle_fraction:.1%}", layout))
+    if own_figure:  # a caller that passes ``ax`` lays out (and keys) its own figure
+        bottom = 0.0
+        if _needs_key([timeline]):  # below the time axis, in a band of its own that tight_layout keeps clear
+            handles = _key([timeline])
+            columns = 2 if phone else len(handles)
+            bottom = (-(-len(handles) // columns) * 0.22 + 0.1) / fig.get_figheight()
+            fig.legend(handles=handles, loc="lower center", ncol=columns, fontsize=8.5, frameon=False)
+        fig.tight_layout(rect=(0, bottom, 1, 1))
     return fig
+
+
+def _name(schedule: str, virtual_stages: int) -> str:
+    """The schedule as a figure names it: 零气泡 as ZB-H1 or ZB-V, interleaving with its v."""
+    if schedule == "zero-bubble":
+        return f"{SCHEDULES[schedule]}（{'ZB-H1' if virtual_stages == 1 else 'ZB-V'}）"
+    name = SCHEDULES.get(schedule, schedule)
+    return name if virtual_stages == 1 else f"{name}（v = {virtual_stages}）"
+
+
+def _needs_key(timelines: Sequence["Timeline"]) -> bool:
+    """Whether a key of the kinds and chunks says more than the boxes: a weight gradient or a second chunk."""
+    return any(op.kind == "W" or op.chunk for t in timelines for op in t.ops)
+
+
+def _key(timelines: Sequence["Timeline"]) -> list:
+    """Legend handles for what ``timelines`` draw: each kind present (B named the input gradient when W is
+    split off) and each model chunk beyond the first."""
+    from matplotlib.patches import Patch
+
+    kinds = {op.kind for t in timelines for op in t.ops}
+    chunks = sorted({op.chunk for t in timelines for op in t.ops})
+    split = "W" in kinds and any(op.kind == "B" for t in timelines if not any(o.kind == "W" for o in t.ops)
+                                 for op in t.ops)  # whole backwards beside split ones
+    names = {"F": "前向", "B": "反向（零气泡：输入梯度）" if split else "反向（输入梯度）" if "W" in kinds else "反向",
+             "W": "权重梯度"}
+    handles = [Patch(facecolor=PALETTE[0], alpha=KIND_ALPHA[k], label=names[k]) for k in "FBW" if k in kinds]
+    if len(chunks) > 1:  # outlined, not grey: a grey box would read as micro-batch 7's colour
+        handles += [Patch(facecolor="white", edgecolor="0.35", hatch=CHUNK_HATCH[c % len(CHUNK_HATCH)],
+                          label=f"第 {c + 1} 段模型") for c in chunks]
+    return handles
 
 
 def plot_pipeline_timelines(timelines: Sequence["Timeline"], titles: Sequence[str] | None = None,
@@ -110,6 +157,37 @@ def plot_pipeline_timelines(timelines: Sequence["Timeline"], titles: Sequence[st
         kwargs = {"unit": units[i]} if units is not None else {}
         plot_pipeline_timeline(timeline, ax=ax, title=titles[i] if titles is not None else None, labels=labels,
                                layout=layout, **kwargs)
+    return fig
+
+
+COMPARED_SCHEDULES: tuple[tuple[str, int], ...] = (("gpipe", 1), ("1f1b", 1), ("interleaved-1f1b", 2),
+                                                   ("zero-bubble", 2))
+"""The (schedule, v) pairs :func:`plot_schedule_comparison` draws by default: the four schedules, zero bubble
+as ZB-V."""
+
+
+def plot_schedule_comparison(pipeline_stages: int, num_microbatches: int,
+                             schedules: Sequence[tuple[str, int]] = COMPARED_SCHEDULES,
+                             layout: str = "desk") -> "Figure":
+    """The same step — p stages' worth of layers, m micro-batches, the same work — under each (schedule, v) of
+    ``schedules``, one timeline above another on one time axis, each titled with its bubble fraction
+    (:func:`~batchlab.formulas.pipeline_schedules.bubble_fraction`, which its timeline agrees with). A chunk
+    of v per device costs 1/v of a stage, so every panel does the same work; time is in one stage's forward."""
+    p, m = pipeline_stages, num_microbatches
+    timelines = [pipeline_timeline(s, p, m, 1 / v, BACKWARD_PER_FORWARD / v, virtual_stages=v) for s, v in schedules]
+    titles = [f"{_name(s, v)}：气泡 {bubble_fraction(p, m, s, v):.1%}" for s, v in schedules]
+    fig = plot_pipeline_timelines(timelines, titles=titles, units=["时间（以一个阶段的一次前向为单位）"] * len(timelines),
+                                  labels=False, layout=layout)
+    end = max(t.makespan for t in timelines)
+    for ax in fig.axes:
+        ax.set_xlim(0, end * 1.02)
+        if ax is not fig.axes[-1]:
+            ax.set_xlabel("")
+    phone = check_layout(layout) == "phone"
+    fig.suptitle(f"同一步：{p} 个阶段，{m} 个微批次", fontsize=10.5)
+    if _needs_key(timelines):
+        fig.legend(handles=_key(timelines), loc="outside lower center", ncol=2 if phone else 5, fontsize=8.5,
+                   frameon=False)
     return fig
 
 
