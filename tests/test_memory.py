@@ -279,8 +279,9 @@ def test_interleaving_holds_megatrons_extra_chunks_on_the_first_device(p, v, k):
     interleaved, plain = stage_memory(job), stage_memory(replace(job, schedule="1f1b", virtual_stages=1))
     layer = layer_activation_bytes(job)
     first = interleaved.stages[0]
-    assert first.in_flight == p * v + p - 1
-    extra = first.activation_bytes - first.in_flight * 2 * layer  # the embedding's token ids, 2 layers a chunk
+    assert first.in_flight_chunks == p * v + p - 1 and first.in_flight == -(-(p * v + p - 1) // v)
+    assert interleaved.to_dict()["in_flight_chunks"][0] == p * v + p - 1 and "in_flight_chunks" not in plain.to_dict()
+    extra = first.activation_bytes - first.in_flight_chunks * 2 * layer  # the embedding's token ids, 2 layers a chunk
     assert extra == chunk_peaks(job.schedule, p, job.num_microbatches, v)[0][0] * 8 * 128
     assert first.activation_bytes > plain.stages[0].activation_bytes
     assert [s.states for s in interleaved.stages] == [s.states for s in plain.stages]

@@ -221,7 +221,8 @@ class StageMemory:
     stage: int
     states: ModelStates
     in_flight: int
-    """Micro-batches held at once (v = 1); with v > 1 model chunks held at once (a chunk: n_layer/(p·v) layers)."""
+    """Micro-batches held at once; with v > 1 chunks their whole micro-batches' worth, ⌈:attr:`in_flight_chunks` / v⌉
+    (:attr:`Job.in_flight_microbatches <batchlab.formulas.job.Job.in_flight_microbatches>`)."""
     activation_bytes_per_microbatch: int
     """One micro-batch's activations over all the layers (all chunks) this device holds."""
     working_bytes: int
@@ -229,6 +230,8 @@ class StageMemory:
     activation_bytes: int
     """Peak in-flight activations: in_flight × one micro-batch's activations (v = 1); with v > 1 the chunks
     held × one chunk's layers, plus the embedding's and the head's activations as often as their chunks are held."""
+    in_flight_chunks: int
+    """Model chunks (n_layer/(p·v) layers each) held at once; v = 1: :attr:`in_flight`."""
 
     @property
     def peak_bytes(self) -> int:
@@ -268,7 +271,7 @@ class MemoryReport:
             "peak_memory_fraction": self.peak_memory_fraction,
             "device_memory_bytes": self.device_memory_bytes,
             "in_flight_microbatches": [st.in_flight for st in self.stages],
-        }
+        } | ({"in_flight_chunks": [st.in_flight_chunks for st in self.stages]} if self.job.virtual_stages > 1 else {})
 
 
 def stage_memory(job: Job) -> MemoryReport:
@@ -276,13 +279,14 @@ def stage_memory(job: Job) -> MemoryReport:
     layer split and the schedule's in-flight micro-batches."""
     working = 0 if job.recompute == "none" else layer_activation_bytes(job, recompute="none")
     if job.virtual_stages == 1:
-        held = [(n, n * stage_activation_bytes(job, stage)) for stage, n in zip(job.stages, job.in_flight_microbatches)]
+        held = [n * stage_activation_bytes(job, stage) for stage, n in zip(job.stages, job.in_flight_microbatches)]
     else:
         held = _interleaved_held(job)
     rows = tuple(StageMemory(stage=stage.index, states=model_states(device_params(job, stage), job), in_flight=n,
                              activation_bytes_per_microbatch=stage_activation_bytes(job, stage),
-                             working_bytes=working, activation_bytes=bytes_held)
-                 for stage, (n, bytes_held) in zip(job.stages, held))
+                             working_bytes=working, activation_bytes=bytes_held, in_flight_chunks=chunks)
+                 for stage, n, chunks, bytes_held in zip(job.stages, job.in_flight_microbatches, job.in_flight_chunks,
+                                                         held))
     return MemoryReport(rows, job)
 
 
@@ -314,8 +318,8 @@ def chunk_peaks(schedule: str, pipeline_stages: int, num_microbatches: int, virt
     return peaks
 
 
-def _interleaved_held(job: Job) -> list[tuple[int, int]]:
-    """Per device with v > 1 chunks: (chunks held at once, the activation bytes they hold). The layers: the
+def _interleaved_held(job: Job) -> list[int]:
+    """Per device with v > 1 chunks: the activation bytes it holds at its peak. The layers: the
     chunks held (:func:`~batchlab.formulas.pipeline_schedules.in_flight_chunks`) × n_layer/(p·v) layers; the
     embedding's and the head's activations as often as their own chunk holds micro-batches (:func:`chunk_peaks`)."""
     p, m, v = job.pipeline_stages, job.num_microbatches, job.virtual_stages
@@ -331,7 +335,7 @@ def _interleaved_held(job: Job) -> list[tuple[int, int]]:
                 total += peaks[device][chunk] * _embedding_bytes(job)
             if stage == p * v - 1:
                 total += peaks[device][chunk] * _head_bytes(job)
-        rows.append((chunks, total))
+        rows.append(total)
     return rows
 
 
