@@ -121,6 +121,15 @@ def test_a_link_bandwidth_needs_a_source():
     assert DevicePeak("x", 1e12, 1e11, "a source", link_bandwidth=1e9, link_source="opened page").link_bandwidth == 1e9
     with pytest.raises(ValueError, match="link_bandwidth"):
         RateCurve((1, 10), (1e12, 1e12), link_bandwidth=0)
+    with pytest.raises(ValueError, match="tensor_parallel"):
+        RateCurve((1, 10), (1e12, 1e12), tensor_parallel=0)
+
+
+def test_rows_are_the_tokens_one_device_holds():
+    from batchlab.formulas.roofline import tokens_per_matmul
+    assert tokens_per_matmul(2, 1024) == 2048 and tokens_per_matmul(2, 1024, 4) == 512
+    with pytest.raises(ValueError, match="context_parallel"):
+        tokens_per_matmul(2, 1024, 0)
 
 
 def test_context_parallelism_splits_the_rows_and_the_flops():
