@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from batchlab.apps.cli import main
-from batchlab.formulas.presets import PUBLISHED_PARAMS
+from batchlab.formulas.presets import PUBLISHED_PARAMS, get_config
 from batchlab.lecture.case import CASE_STUDY
 
 CASE = ["plan", "--model", CASE_STUDY.job.model.name, "--seq-len", str(CASE_STUDY.job.seq_len),
@@ -264,3 +264,123 @@ def test_the_readmes_measured_run_fits_the_run_budget(capsys):
         assert not over_budget(run_cost(job, RUN_STEPS[kind], processes), RUN_BUDGET), kind
     out = run_json(["pipeline", *flags, "--run", "local", "--json"], capsys)
     assert out["run"] == "local" and 0 < out["bubble_fraction"] < 1
+
+
+# ── issue 30: schedules, virtual stages, tensor/sequence/context parallelism ───────────────────────
+
+PARALLEL = ["--schedule", "interleaved-1f1b", "--virtual-stages", "2", "--tensor-parallel", "5", "--sequence-parallel",
+            "--context-parallel", "2"]
+
+
+@pytest.mark.parametrize("command", ["plan", "pipeline"])
+def test_the_new_flags_reach_the_job_and_its_json(command, capsys):
+    from batchlab.formulas.pipeline_schedules import bubble_fraction
+
+    out = run_json([command, *CASE[1:-1], "--micro-batch", "2", *PARALLEL, "--json"], capsys)
+    assert (out["schedule"], out["virtual_stages"], out["tensor_parallel"], out["sequence_parallel"],
+            out["context_parallel"]) == ("interleaved-1f1b", 2, 5, True, 2)
+    assert out["num_microbatches"] == 16
+    formula = bubble_fraction(4, 16, "interleaved-1f1b", 2)
+    if command == "plan":
+        assert out["devices"] == 5 * 4 * 2 * 2 and out["bubble_fraction"] == formula
+    else:
+        assert out["bubble_fraction_formula"] == formula and out["bubble_fraction"] == pytest.approx(formula)
+
+
+def test_the_printed_job_shows_the_new_fields(capsys):
+    assert main(["plan", *CASE[1:-1], "--micro-batch", "2", *PARALLEL]) == 0
+    text = capsys.readouterr().out
+    assert "devices          80 = 5 tensor parallel × 4 pipeline stages × 2 data parallel × 2 context parallel " \
+           "(sequence parallel)" in text
+    assert "interleaved-1f1b (v = 2), recompute none" in text and "chunks of 6 layers" in text
+    assert "bubble_fraction  0.086  (交错式 1F1B, v = 2: the closed form the simulator agrees with)" in text
+    assert main(["plan", *CASE[1:-1], "--micro-batch", "2"]) == 0  # the lecture's job reads as before
+    text = capsys.readouterr().out
+    assert "devices          8 = 4 pipeline stages × 2 data parallel\n" in text and "= (p-1)/(m+p-1)" in text
+
+
+@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved-1f1b", 2), ("interleaved-1f1b", 4),
+                                         ("zero-bubble", 1), ("zero-bubble", 2)])
+def test_pipeline_simulates_every_schedule_beside_its_closed_form(schedule, v, capsys):
+    from batchlab.formulas.job import Job
+    from batchlab.formulas.pipeline_schedules import bubble_fraction, pipeline_timeline
+
+    out = run_json(["pipeline", "--schedule", schedule, "--virtual-stages", str(v), "--global-batch", "8",
+                    "--micro-batch", "1", "--pipeline-stages", "4", "--model", "tiny", "--n-layer", "16", "--json"], capsys)
+    assert out["run"] == "simulated" and out["modelled"] is None
+    timeline = pipeline_timeline(schedule, 4, 8, 1 / v, 2 / v, virtual_stages=v)
+    assert out["bubble_fraction"] == timeline.idle_fraction == pytest.approx(bubble_fraction(4, 8, schedule, v))
+    assert out["step_time"] == pytest.approx(8 * 3 / (1 - out["bubble_fraction"]))  # every stage busy 3m
+    job = Job(get_config("tiny", n_layer=16), 64, 8, 1, pipeline_stages=4, schedule=schedule, virtual_stages=v)
+    assert out["peak_in_flight"] == timeline.peak_in_flight() == list(job.in_flight_chunks)
+    assert out["peak_in_flight_unit"] == ("micro-batches" if v == 1 else f"chunks of {16 // (4 * v)} layer{'s' * (v == 2)}")
+
+
+def test_pipeline_beyond_the_simulator_answers_with_the_closed_form(capsys):
+    from batchlab.formulas.pipeline_schedules import bubble_fraction
+
+    out = run_json(["pipeline", "--schedule", "interleaved-1f1b", "--virtual-stages", "8", "--pipeline-stages", "16",
+                    "--n-layer", "1024", "--model", "tiny", "--global-batch", "4096", "--micro-batch", "1", "--json"],
+                   capsys)
+    assert out["run"] == "formula" and out["bubble_fraction"] == bubble_fraction(16, 4096, "interleaved-1f1b", 8)
+    assert out["step_time"] == pytest.approx(4096 * 3 / (1 - out["bubble_fraction"]))
+
+
+@pytest.mark.parametrize("extra, why", [
+    (["--schedule", "interleaved-1f1b", "--virtual-stages", "2"], "单进程实测（--run local）只重放 GPipe 和 1F1B"),
+    (["--schedule", "zero-bubble"], "单进程实测（--run local）只重放 GPipe 和 1F1B"),
+    (["--tensor-parallel", "2"], "tensor_parallel = 2：实测运行只切流水线阶段"),
+    (["--context-parallel", "2"], "context_parallel = 2：实测运行只切流水线阶段"),
+])
+def test_a_run_that_cannot_be_made_shows_the_simulator_marked_modelled(extra, why, capsys):
+    """No torch run starts: the simulator's answer, marked 模型推算, with why in one line."""
+    base = ["pipeline", "--model", "tiny", "--n-layer", "4", "--global-batch", "8", "--micro-batch", "2",
+            "--pipeline-stages", "2", "--run", "local"]
+    out = run_json([*base, *extra, "--json"], capsys)
+    assert out["run"] == "simulated" and out["modelled"].startswith("模型推算：") and why in out["modelled"]
+    assert out["estimated_cost"] is None
+    assert main([*base, *extra]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"note             {out['modelled']}\n") and "(simulated, 模型推算)" in text
+
+
+def test_the_cli_and_the_local_run_agree_on_what_runs_locally():
+    from batchlab.apps.cli import LOCAL_SCHEDULES
+    from batchlab.measure import pipeline_local
+
+    assert LOCAL_SCHEDULES == pipeline_local.LOCAL_SCHEDULES
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["--schedule", "interleaved-1f1b"], "virtual_stages = 1：交错式 1F1B 要求每张卡放 ≥ 2 段模型"),
+    (["--schedule", "interleaved-1f1b", "--virtual-stages", "2", "--global-batch", "40"],
+     "num_microbatches = 10：交错式 1F1B 要求微批次数是流水线阶段数 pipeline_stages = 4 的整数倍"),
+    (["--schedule", "interleaved-1f1b", "--virtual-stages", "5"], "的层数 n_layer = 48 不能被"),
+    (["--virtual-stages", "2"], "virtual_stages = 2：1F1B 每张卡只放一段模型"),
+    (["--schedule", "zero-bubble", "--virtual-stages", "3"], "virtual_stages = 3：零气泡调度只有 ZB-H1"),
+    (["--sequence-parallel"], "sequence_parallel = True：序列并行切分的是张量并行组内的激活，需要 tensor_parallel > 1"),
+    (["--tensor-parallel", "2"], "注意力头数 n_head = 25 不能被 tensor_parallel = 2 整除"),
+    (["--tensor-parallel", "0"], "tensor_parallel = 0：必须是 ≥ 1 的整数"),
+    (["--tensor-parallel", str(10**30)], "tensor_parallel = 1000000000000000000000000000000 超过了 上限 = 1024"),
+    (["--context-parallel", "-1"], "context_parallel = -1：必须是 ≥ 1 的整数"),
+    (["--context-parallel", "3"], "seq_len = 1024 不能被 2 × context_parallel = 6 整除"),
+    (["--virtual-stages", "nan"], "--virtual-stages 的值 'nan' 不是整数"),
+    (["--schedule", "zb-v"], "--schedule = 'zb-v'：只能取"),
+])
+@pytest.mark.parametrize("command", ["plan", "tune", "pipeline"])
+def test_hostile_schedule_and_parallel_flags_are_refused_in_one_line(command, args, reason):
+    base = ["--global-batch", "64", "--micro-batch", "2", "--data-parallel", "2", "--pipeline-stages", "4"]
+    proc = subprocess.run([sys.executable, "-m", "batchlab", command, *base, *args], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and reason in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_pipeline_runs_interleaved_1f1b_on_processes(capsys):
+    """The multi-process run takes every schedule: interleaved 1F1B with two chunks per rank, measured."""
+    out = run_json(["pipeline", "--model", "tiny", "--n-layer", "4", "--d-model", "64", "--seq-len", "32",
+                    "--global-batch", "8", "--micro-batch", "2", "--pipeline-stages", "2", "--schedule",
+                    "interleaved-1f1b", "--virtual-stages", "2", "--dropout", "0", "--run", "distributed", "--json"],
+                   capsys)
+    assert out["run"] == "distributed" and out["modelled"] is None and out["step_time_unit"] == "seconds"
+    assert len(out["peak_in_flight"]) == 2 and out["peak_in_flight_unit"] == "chunks of 1 layer"
+    assert 0 < out["bubble_fraction"] < 1 and out["estimated_cost"] is not None

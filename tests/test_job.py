@@ -96,12 +96,35 @@ def test_tune_validates_each_job_once_and_the_formulas_check_nothing():
     with CallCounter() as counter:
         result = tune(CASE, LOW)
     assert counter.outside == {}
-    assert counter.jobs_made == len(result["candidates"]) == 4
+    assert len(result["candidates"]) == 4
+    # the schedule search (issue 30): each other schedule's candidates, and one job made to ask each other
+    # (schedule, v) whether the layers cut into p · v chunks (v = 5, 7, 8 are refused: 48 layers, 4 stages)
+    searched = [e for e in result["schedules"][1:]]
+    probes = len(searched) + 3
+    assert counter.jobs_made == sum(len(e["candidates"]) for e in result["schedules"]) + probes
     with CallCounter() as one:
         replace(CASE, micro_batch_size=1)
     assert one.jobs_made == 1 and one.inside["partition_layers"] == 1
-    # everything checked during tune was checked while making those candidates, as many times as for one
-    assert counter.inside == {name: n * counter.jobs_made for name, n in one.inside.items()}
+    # everything checked during tune was checked while making those jobs, as many times as making each
+    # alone checks it
+    expected: dict[str, int] = {}
+
+    def add(times: int, **changes) -> None:
+        with CallCounter() as alone:
+            try:
+                replace(CASE, **changes)
+            except ValueError:
+                pass
+        for name, n in alone.inside.items():
+            expected[name] = expected.get(name, 0) + times * n
+
+    for i, entry in enumerate(result["schedules"]):
+        b = entry["candidates"][0]["micro_batch_size"]
+        add(len(entry["candidates"]) + (i > 0), micro_batch_size=b, schedule=entry["schedule"],
+            virtual_stages=entry["virtual_stages"])
+    for v in (5, 7, 8):
+        add(1, micro_batch_size=1, schedule="interleaved-1f1b", virtual_stages=v)
+    assert counter.inside == expected
 
 
 def test_the_counter_sees_a_formula_that_re_checks(monkeypatch):
@@ -111,13 +134,13 @@ def test_the_counter_sees_a_formula_that_re_checks(monkeypatch):
     real = memory.stage_memory
 
     def revalidating(job):
-        checks.one_of("schedule", job.schedule, ("gpipe", "1f1b"))
+        checks.one_of("schedule", job.schedule, ("gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"))
         return real(job)
 
     monkeypatch.setattr(tune_module, "stage_memory", revalidating)
     with CallCounter() as counter:
-        tune(CASE, LOW)
-    assert counter.outside == {"one_of": 4}
+        result = tune(CASE, LOW)
+    assert counter.outside == {"one_of": sum(len(e["candidates"]) for e in result["schedules"])}
 
 
 # What tune() returned on the lecture's case before the job record (commit 163e578, the 910B preset's
@@ -207,3 +230,51 @@ def test_a_one_device_job_is_one_stage_one_replica_one_micro_batch():
     assert stage_activation_bytes(job) == stage_activation_bytes(job, job.stages[0])
     with pytest.raises(ValueError):
         Job.one_device(tiny, 0, 32)
+
+
+# ── issue 30: the schedule's chunks and the tensor/sequence/context degrees ─────────────────────────
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(virtual_stages=2), "virtual_stages = 2：1F1B 每张卡只放一段模型"),
+    (dict(schedule="gpipe", virtual_stages=3), "virtual_stages = 3：GPipe 每张卡只放一段模型"),
+    (dict(schedule="interleaved-1f1b"), "virtual_stages = 1：交错式 1F1B 要求每张卡放 ≥ 2 段模型"),
+    (dict(schedule="zero-bubble", virtual_stages=3), "virtual_stages = 3：零气泡调度只有 ZB-H1"),
+    # 40 / (2 · 2) = 10 micro-batches over 4 stages: not a multiple of p
+    (dict(schedule="interleaved-1f1b", virtual_stages=2, global_batch=40),
+     "num_microbatches = 10：交错式 1F1B 要求微批次数是流水线阶段数 pipeline_stages = 4 的整数倍"),
+    (dict(schedule="interleaved-1f1b", virtual_stages=5), "gpt2-xl 的层数 n_layer = 48 不能被"),
+    (dict(virtual_stages=0), "virtual_stages = 0：必须是 ≥ 1 的整数"),
+    (dict(virtual_stages=65), "virtual_stages = 65 超过了 上限 = 64"),
+    (dict(tensor_parallel=2), "gpt2-xl 的注意力头数 n_head = 25 不能被 tensor_parallel = 2 整除"),
+    (dict(tensor_parallel=0), "tensor_parallel = 0：必须是 ≥ 1 的整数"),
+    (dict(tensor_parallel=2.5), "tensor_parallel = 2.5：必须是 ≥ 1 的整数"),
+    (dict(sequence_parallel=True), "sequence_parallel = True：序列并行切分的是张量并行组内的激活，需要 tensor_parallel > 1"),
+    (dict(sequence_parallel="yes"), "sequence_parallel = 'yes'：只能取 True, False 之一"),
+    (dict(context_parallel=3), "seq_len = 1024 不能被 2 × context_parallel = 6 整除"),
+    (dict(context_parallel=2**11), "context_parallel = 2048 超过了 上限 = 1024"),
+])
+def test_a_parallel_job_is_refused_with_the_one_line_of_its_rule(changes, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")) as refused:
+        replace(CASE, **changes)
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("t, p, d, cp", [(1, 4, 2, 1), (5, 4, 2, 1), (5, 4, 1, 2), (25, 1, 1, 512), (1, 48, 2, 4)])
+def test_devices_are_t_p_d_cp(t, p, d, cp):
+    job = replace(CASE, tensor_parallel=t, pipeline_stages=p, data_parallel=d, context_parallel=cp,
+                  global_batch=2 * 48 * d, micro_batch_size=1)
+    assert job.devices == t * p * d * cp
+    assert job.num_microbatches == job.global_batch // d  # t and cp split each micro-batch's work, not the batch
+
+
+def test_replace_makes_each_schedule_and_parallel_variant():
+    interleaved = replace(CASE, schedule="interleaved-1f1b", virtual_stages=2)
+    assert (interleaved.schedule, interleaved.virtual_stages, interleaved.num_microbatches) == ("interleaved-1f1b", 2, 16)
+    assert interleaved != CASE and replace(interleaved, schedule="1f1b", virtual_stages=1) == CASE
+    zbv = replace(CASE, schedule="zero-bubble", virtual_stages=2)
+    assert len(zbv.in_flight_chunks) == 4 and zbv.devices == CASE.devices
+    tp = replace(CASE, tensor_parallel=5, sequence_parallel=True)
+    assert tp.devices == 40 and tp.sequence_parallel and replace(tp, sequence_parallel=False).tensor_parallel == 5
+    with pytest.raises(ValueError, match="需要 tensor_parallel > 1"):
+        replace(tp, tensor_parallel=1)  # SP stays on: the variant is refused, not silently changed
+    assert Job.from_record(interleaved.as_record()) == interleaved and Job.from_record(tp.as_record()) == tp

@@ -245,3 +245,139 @@ def test_the_readme_shows_the_device_figures_tune_reports(capsys):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split("`tune --json` says:", 1)[1].split("```json", 1)[1].split("```", 1)[0]
     assert json.loads("{" + block + "}")["device"] == run_json(TUNE + ["--json"], capsys)["device"]
+
+
+# ── issue 30: the schedule search ────────────────────────────────────────────────────────────────
+
+def test_tune_searches_every_schedule_and_v_the_case_takes():
+    from batchlab.formulas.tune import schedule_label
+
+    out = tune(CASE_JOB, LOW)
+    pairs = [(e["schedule"], e["virtual_stages"]) for e in out["schedules"]]
+    # 48 layers over 4 stages: interleaving with v chunks of 12/v layers (v ≤ 8), ZB-H1 and ZB-V
+    assert pairs == [("1f1b", 1), ("gpipe", 1), ("interleaved-1f1b", 2), ("interleaved-1f1b", 3),
+                     ("interleaved-1f1b", 4), ("interleaved-1f1b", 6), ("zero-bubble", 1), ("zero-bubble", 2)]
+    assert out["schedules"][0]["candidates"] == out["candidates"]  # the job's own schedule comes first
+    for entry in out["schedules"]:
+        assert entry["label"] == schedule_label(entry["schedule"], entry["virtual_stages"])
+        for row in entry["candidates"]:  # each row is the model's answer for that job, as tune's own rows are
+            job = replace(CASE_JOB, micro_batch_size=row["micro_batch_size"], schedule=entry["schedule"],
+                          virtual_stages=entry["virtual_stages"])
+            assert row["tokens_per_second"] == model_step(job, LOW).tokens_per_second
+            assert row["peak_memory_fraction"] == stage_memory(job).peak_memory_fraction
+        fitting = [r for r in entry["candidates"] if r["fits"]]
+        assert entry["recommended"] == (max(fitting, key=lambda r: r["tokens_per_second"]) if fitting else None)
+    assert out["schedules_not_searched"] == []
+
+
+def test_interleaving_wins_the_case_and_tune_says_why():
+    """The lecture's case on the 910B's low roofline: compute-bound, so the bubble decides, and interleaving
+    shrinks it at the same m; the sentence gives both bubbles."""
+    out = tune(CASE_JOB, LOW)
+    best = out["best_schedule"]
+    assert best["schedule"] in ("interleaved-1f1b", "zero-bubble") and best["virtual_stages"] > 1
+    winner = next(e for e in out["schedules"] if (e["schedule"], e["virtual_stages"]) ==
+                  (best["schedule"], best["virtual_stages"]))
+    fitting = [e["recommended"] for e in out["schedules"] if e["recommended"]]
+    assert best["tokens_per_second"] == max(r["tokens_per_second"] for r in fitting) > out["recommended"]["tokens_per_second"]
+    same = next(r for r in out["candidates"] if r["micro_batch_size"] == best["micro_batch_size"])
+    assert best["bubble_fraction"] < same["bubble_fraction"]
+    reason = out["schedule_reason"]
+    assert winner["label"] in reason and f"{same['bubble_fraction']:.1%} 降到 {best['bubble_fraction']:.1%}" in reason
+    assert f"m = {best['num_microbatches']}" in reason
+
+
+def test_memory_can_rule_a_faster_schedule_out_and_the_reason_says_so():
+    tight = replace(CASE_JOB, device_memory_gib=16, schedule="interleaved-1f1b", virtual_stages=2)
+    out = tune(tight, LOW)
+    best = out["best_schedule"]
+    assert out["recommended"] is None and best is not None  # nothing fits under v = 2; another schedule does
+    assert out["schedule_reason"].startswith("交错式 1F1B（v = 2）下没有放得下的微批次大小")
+    unfit = [e for e in out["schedules"] if not e["fastest"]["fits"]
+             and e["fastest"]["tokens_per_second"] > best["tokens_per_second"]]
+    assert ("显存放不下" in out["schedule_reason"]) == bool(unfit)
+
+
+
+def _entry(schedule, v, *rows):
+    rows = [dict(micro_batch_size=b, num_microbatches=32 // b, bubble_fraction=bubble, peak_memory_fraction=memory,
+                 fits=memory <= 1, tokens_per_second=speed) for b, bubble, memory, speed in rows]
+    fitting = [r for r in rows if r["fits"]]
+    return {"schedule": schedule, "virtual_stages": v, "candidates": rows,
+            "recommended": max(fitting, key=lambda r: r["tokens_per_second"]) if fitting else None,
+            "fastest": max(rows, key=lambda r: r["tokens_per_second"])}
+
+
+def test_the_reason_names_the_bubble_or_the_memory_that_decided():
+    from batchlab.formulas.tune import schedule_reason
+
+    own = _entry("1f1b", 1, (1, 0.086, 0.5, 100.0), (2, 0.158, 0.9, 90.0))
+    interleaved = _entry("interleaved-1f1b", 2, (1, 0.045, 0.6, 110.0))
+    zbv = _entry("zero-bubble", 2, (1, 0.015, 1.3, 120.0))
+    said = schedule_reason(own, interleaved, zbv)
+    assert said == ("同样 m = 32 个微批次（微批次大小 1），交错式 1F1B（v = 2）把气泡从 8.6% 降到 4.5%，模型估计吞吐高 10.0%；"
+                    "零气泡（v = 2）用微批次大小 1 的模型吞吐更高，但显存放不下（最满的阶段占 130%）")
+    assert schedule_reason(own, interleaved, None).endswith("高 10.0%")  # nothing ruled out: no memory clause
+    assert schedule_reason(own, own, None) == "1F1B 已是模型下最快且放得下的调度（微批次大小 1）"
+    assert schedule_reason(own, None, None) is None
+    other_size = _entry("interleaved-1f1b", 2, (4, 0.1, 0.6, 105.0))
+    assert schedule_reason(own, other_size, None).startswith("各取最好的微批次：1F1B 是 1（气泡 8.6%），交错式 1F1B（v = 2）是 4")
+    nothing = _entry("gpipe", 1, (1, 0.086, 1.7, 100.0))
+    assert schedule_reason(nothing, interleaved, None).startswith("GPipe 下没有放得下的微批次大小；交错式 1F1B（v = 2）用")
+
+
+def test_when_the_jobs_own_schedule_is_fastest_tune_says_so():
+    # one stage has no bubble: every schedule takes the same time, and the job's own wins the tie
+    one = Job(XL, seq_len=1024, global_batch=8, micro_batch_size=1, pipeline_stages=1)
+    out = tune(one, LOW)
+    assert (out["best_schedule"]["schedule"], out["best_schedule"]["virtual_stages"]) == ("1f1b", 1)
+    assert out["schedule_reason"].startswith("1F1B 已是模型下最快且放得下的调度")
+    # and the broken contrary: an interleaved job whose own schedule is the fastest says so of itself
+    out = tune(replace(CASE_JOB, schedule="interleaved-1f1b", virtual_stages=6), LOW)
+    won = (out["best_schedule"]["schedule"], out["best_schedule"]["virtual_stages"])
+    own_is_best = won == ("interleaved-1f1b", 6)
+    assert out["schedule_reason"].startswith("交错式 1F1B（v = 6）已是") == own_is_best
+
+
+def test_the_search_is_bounded_and_names_what_it_left_out():
+    from batchlab.formulas.tune import SEARCH_OPS, TUNED_VIRTUAL_STAGES
+
+    tiny = get_config("tiny", n_layer=1024, d_model=4)
+    job = Job(tiny, seq_len=64, global_batch=720720, micro_batch_size=1, pipeline_stages=64)
+    out = tune(job, roofline_curve(tiny, 3e14, 1.6e12))
+    assert all(e["virtual_stages"] <= TUNED_VIRTUAL_STAGES for e in out["schedules"])
+    assert out["schedules_not_searched"], "p = 64 over 240 micro-batch sizes: ZB-V's memory is past the budget"
+    searched = {e["label"] for e in out["schedules"]}
+    assert not searched & set(out["schedules_not_searched"]) and SEARCH_OPS > 0
+
+
+def test_cli_tune_prints_the_schedule_search(capsys):
+    out = run_json(TUNE + ["--json"], capsys)
+    assert out["best_schedule"] == tune(CASE_JOB, LOW)["best_schedule"]
+    assert out["schedule_reason"] and out["virtual_stages"] == 1 and out["tensor_parallel"] == 1
+    assert main(TUNE) == 0
+    text = capsys.readouterr().out
+    assert "schedules        the same job under each schedule" in text and "← fastest" in text
+    assert f"best schedule    {out['best_schedule']['schedule']} (v = {out['best_schedule']['virtual_stages']})" in text
+    assert out["schedule_reason"] in text
+
+
+@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved-1f1b", 2), ("zero-bubble", 1),
+                                         ("zero-bubble", 2)])
+def test_cli_tune_takes_each_schedule(schedule, v, capsys):
+    out = run_json(TUNE + ["--schedule", schedule, "--virtual-stages", str(v), "--json"], capsys)
+    job = replace(CASE_JOB, schedule=schedule, virtual_stages=v)
+    assert (out["schedule"], out["virtual_stages"]) == (schedule, v)
+    assert out["candidates"] == tune(job, LOW)["candidates"]
+    assert (out["schedules"][0]["schedule"], out["schedules"][0]["virtual_stages"]) == (schedule, v)
+
+
+def test_cli_tune_with_tensor_parallelism_needs_a_link_bandwidth(capsys):
+    assert main(TUNE + ["--tensor-parallel", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--link-gbs" in err and "tensor_parallel = 5" in err
+    out = run_json(TUNE + ["--tensor-parallel", "5", "--sequence-parallel", "--link-gbs", "56", "--json"], capsys)
+    assert out["devices"] == 40 and out["curve"]["tensor_parallel"] == 5 and out["curve"]["link_bandwidth"] == 56e9
+    curve = roofline_curve(XL, NPU.peak_flops[0], NPU.memory_bandwidth[0], tensor_parallel=5, link_bandwidth=56e9)
+    job = replace(CASE_JOB, tensor_parallel=5, sequence_parallel=True, micro_batch_size=1)
+    assert out["candidates"] == tune(job, curve)["candidates"]

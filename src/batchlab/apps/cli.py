@@ -33,10 +33,11 @@ from batchlab.apps.grade import (DEFAULT_NOTEBOOK_S, DEFAULT_TIMEOUT_S, GradingI
 from batchlab.apps.grade_report import check_csv_target, table_text, write_csv
 from batchlab.formulas.budget import BENCH_BUDGET, RUN_BUDGET, bench_cost, check_budget, run_cost
 from batchlab.formulas.checks import at_most, between
-from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, pipeline_timeline, simulable
+from batchlab.formulas.job import Job
+from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, pipeline_timeline, simulable
 from batchlab.formulas.precision import element_bytes
 
-__all__ = ["main", "build_parser", "COMMANDS", "CLI_BENCH_SECONDS"]
+__all__ = ["main", "build_parser", "COMMANDS", "CLI_BENCH_SECONDS", "LOCAL_SCHEDULES", "MODELLED", "run_refusal"]
 
 
 # argparse's own usage errors, in the book's language (the patterns are argparse's messages).
@@ -167,56 +168,95 @@ _RUN_FLAGS = {"num_microbatches": "--global-batch", "pipeline_stages": "--pipeli
 """The flags that set each input of :func:`~batchlab.formulas.budget.run_cost`, for its refusal line."""
 
 
+LOCAL_SCHEDULES = ("gpipe", "1f1b")
+"""The schedules the one-process run replays (one stage module per stage, the backward whole); the
+multi-process run (:func:`~batchlab.measure.pipeline_distributed.run_pipeline_distributed`) runs them all."""
+MODELLED = "模型推算"
+"""How the pipeline command marks the simulator's answer given in place of a run that cannot be made."""
+
+
+def run_refusal(job: Job, kind: str) -> str | None:
+    """Why a measured run of ``kind`` (``local`` or ``distributed``) cannot run ``job``, in one Chinese clause;
+    None when it can. The runs cut the model into pipeline stages only: no tensor, sequence or context
+    parallelism."""
+    split = [f"{name} = {value}" for name, value in (("tensor_parallel", job.tensor_parallel),
+                                                      ("context_parallel", job.context_parallel)) if value > 1]
+    if split or job.sequence_parallel:
+        return (f"{'、'.join(split) or 'sequence_parallel = True'}：实测运行只切流水线阶段，不做张量、序列或上下文并行，"
+                "下面是模拟器的答案")
+    if kind == "local" and job.schedule not in LOCAL_SCHEDULES:
+        return (f"schedule = {job.schedule!r}：单进程实测（--run local）只重放 GPipe 和 1F1B，"
+                f"{SCHEDULES[job.schedule]} 请用 --run distributed；下面是模拟器的答案")
+    return None
+
+
 def _pipeline(args: argparse.Namespace) -> dict:
-    job = job_commands.job_from_args(args)  # 1F1B needs m ≥ p, as the runtimes do: the job says so
-    p, m = job.pipeline_stages, job.num_microbatches
+    job = job_commands.job_from_args(args)  # the schedule's rules (m vs p, v vs the layers): the job says so
+    p, m, v = job.pipeline_stages, job.num_microbatches, job.virtual_stages
+    layers = job.model.n_layer // (p * v)  # of one chunk (the job checked that p · v divides them)
+    refusal = None if args.run is None else run_refusal(job, args.run)
+    run = None if refusal else args.run
     cost = None
-    if args.run is not None:  # what the run will spend, against the budget, before anything runs or torch loads
+    if run is not None:  # what the run will spend, against the budget, before anything runs or torch loads
         at_most("pipeline_stages", p, MAX_RUN_STAGES, "实测运行的上限")
-        cost = check_budget(run_cost(job, RUN_STEPS[args.run], p if args.run == "distributed" else 1), RUN_BUDGET,
+        cost = check_budget(run_cost(job, RUN_STEPS[run], p if run == "distributed" else 1), RUN_BUDGET,
                             _RUN_FLAGS)
-    report = {"schedule": job.schedule, "pipeline_stages": p, "num_microbatches": m,
+    report = {"schedule": job.schedule, "virtual_stages": v, "pipeline_stages": p, "num_microbatches": m,
               "model": job.model.name, "n_layer": job.model.n_layer, "d_model": job.model.d_model,
               "seq_len": job.seq_len, "global_batch": job.global_batch, "micro_batch_size": job.micro_batch_size,
-              "data_parallel": job.data_parallel,
-              "bubble_fraction_formula": job.plan.bubble_fraction,
-              "peak_in_flight": list(job.in_flight_microbatches)}
-    unit = f"one forward pass (backward = {BACKWARD_PER_FORWARD})"
-    if args.run is None and not simulable(p, m):  # the closed forms, which the simulator agrees with
+              "data_parallel": job.data_parallel, "tensor_parallel": job.tensor_parallel,
+              "sequence_parallel": job.sequence_parallel, "context_parallel": job.context_parallel,
+              "bubble_fraction_formula": job_commands.schedule_bubble(job),
+              "peak_in_flight": list(job.in_flight_chunks),
+              "peak_in_flight_unit": "micro-batches" if v == 1 else f"chunks of {layers} layer{'s' * (layers > 1)}",
+              "modelled": None if refusal is None else f"{MODELLED}：{refusal}"}
+    unit = f"one forward pass of a stage (backward = {BACKWARD_PER_FORWARD})"
+    if run is None and not simulable(p, m, job.schedule, v):  # the closed forms, which the simulator agrees with
+        busy = m * (1 + BACKWARD_PER_FORWARD)  # every stage's own work; the bubble is the idle rest of the step
         return {**report, "run": "formula", "bubble_fraction": report["bubble_fraction_formula"],
-                "step_time": (m + p - 1) * (1 + BACKWARD_PER_FORWARD), "step_time_unit": unit, "estimated_cost": None}
-    if args.run is None:
-        timeline = pipeline_timeline(job.schedule, p, m)
+                "step_time": busy / (1 - report["bubble_fraction_formula"]), "step_time_unit": unit,
+                "estimated_cost": None}
+    if run is None:  # a chunk is 1/v of a stage: its forward and backward take 1/v of the stage's
+        timeline = pipeline_timeline(job.schedule, p, m, 1 / v, BACKWARD_PER_FORWARD / v, virtual_stages=v)
         return {**report, "run": "simulated", "bubble_fraction": timeline.idle_fraction,
-                "step_time": timeline.makespan, "step_time_unit": unit, "estimated_cost": None}
+                "step_time": timeline.makespan, "step_time_unit": unit, "estimated_cost": None,
+                "peak_in_flight": timeline.peak_in_flight()}
     from batchlab.measure.pipeline_distributed import run_pipeline_distributed  # torch only for the runs
     from batchlab.measure.pipeline_local import run_pipeline_local
 
-    if args.run == "local":
+    if run == "local":
         timeline = run_pipeline_local(job, steps=LOCAL_TIMED, warmup=LOCAL_WARMUP).replayed
         seconds = timeline.makespan
     else:
-        run = run_pipeline_distributed(job, steps=DISTRIBUTED_TIMED, timeout=between("timeout", args.timeout, 1, 3600))
-        timeline, seconds = run.timeline, min(run.step_seconds)
+        measured = run_pipeline_distributed(job, steps=DISTRIBUTED_TIMED,
+                                            timeout=between("timeout", args.timeout, 1, 3600))
+        timeline, seconds = measured.timeline, min(measured.step_seconds)
     cores = os.cpu_count() or 1
     shared = (f"{p} 个进程共用 {cores} 个 CPU 核：每个进程分不到一个核，测到的气泡比公式大得多"
-              if args.run == "distributed" and p > cores else None)
-    return {**report, "run": args.run, "bubble_fraction": timeline.idle_fraction, "step_time": seconds,
+              if run == "distributed" and p > cores else None)
+    return {**report, "run": run, "bubble_fraction": timeline.idle_fraction, "step_time": seconds,
             "step_time_unit": "seconds", "peak_in_flight": timeline.peak_in_flight(),
             "estimated_cost": asdict(cost), "warning": shared}
 
 
 def _pipeline_text(report: dict) -> str:
-    unit = "s" if report["step_time_unit"] == "seconds" else "× forward"
+    unit = "s" if report["step_time_unit"] == "seconds" else "× a stage's forward"
+    run = report["run"] if report["modelled"] is None else f"{report['run']}, {MODELLED}"
+    closed = ("formula (p-1)/(m+p-1)" if report["schedule"] in ("gpipe", "1f1b") else
+              f"closed form of {SCHEDULES[report['schedule']]}")
+    parallel = [f"{report[k]} {name}" for k, name in (("tensor_parallel", "tensor parallel"),
+                                                      ("context_parallel", "context parallel")) if report[k] > 1]
     return "\n".join([
-        f"schedule         {report['schedule']} ({report['run']}), {report['pipeline_stages']} stages, "
-        f"{report['num_microbatches']} micro-batches",
+        *([f"note             {report['modelled']}"] if report["modelled"] else []),
+        f"schedule         {job_commands.schedule_name(report['schedule'], report['virtual_stages'])} ({run}), "
+        f"{report['pipeline_stages']} stages, {report['num_microbatches']} micro-batches",
         f"job              {report['model']} ({report['n_layer']} layers, width {report['d_model']}), seq_len "
         f"{report['seq_len']}, global batch {report['global_batch']} = {report['data_parallel']} × "
-        f"{report['num_microbatches']} micro-batches of {report['micro_batch_size']}",
-        f"bubble_fraction  {report['bubble_fraction']:.3f}  (formula (p-1)/(m+p-1) = {report['bubble_fraction_formula']:.3f})",
+        f"{report['num_microbatches']} micro-batches of {report['micro_batch_size']}"
+        + "".join(f", {text}" for text in parallel) + (", sequence parallel" if report["sequence_parallel"] else ""),
+        f"bubble_fraction  {report['bubble_fraction']:.3f}  ({closed} = {report['bubble_fraction_formula']:.3f})",
         f"step time        {report['step_time']:.4g} {unit}",
-        f"peak in flight   {report['peak_in_flight']} micro-batches per stage",
+        f"peak in flight   {report['peak_in_flight']} {report['peak_in_flight_unit']} per stage",
         *([f"warning          {report['warning']}"] if report.get("warning") else []),
     ])
 

@@ -13,7 +13,7 @@ import argparse
 from batchlab.formulas.checks import at_most, positive
 from batchlab.formulas.job import ATTENTION_KINDS, DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, RECOMPUTE_MODES, Job
 from batchlab.formulas.memory import activation_basis, stage_memory
-from batchlab.formulas.pipeline_schedules import SCHEDULES
+from batchlab.formulas.pipeline_schedules import SCHEDULES, bubble_fraction
 from batchlab.formulas.precision import PRECISIONS
 from batchlab.formulas.presets import PRESETS, count_params, get_config
 from batchlab.formulas.roofline import DEVICE_PRESETS, roofline_curve
@@ -23,7 +23,7 @@ from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.numbers import throughput
 
 __all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "JOB_FLAGS", "MODEL_LIMITS", "job_arguments", "job_from_args",
-           "device_figures",
+           "device_figures", "schedule_bubble", "schedule_name", "devices_text",
            "plan_arguments", "plan", "plan_report", "plan_text", "tune_arguments", "tune_report", "tune_command",
            "tune_text"]
 
@@ -37,7 +37,9 @@ DEFAULT_BANDWIDTH = _NPU.memory_bandwidth[0]
 JOB_FLAGS: dict[str, str] = {
     "model": "--model", "n_layer": "--n-layer", "d_model": "--d-model", "seq_len": "--seq-len",
     "global_batch": "--global-batch", "micro_batch_size": "--micro-batch", "pipeline_stages": "--pipeline-stages",
-    "data_parallel": "--data-parallel", "schedule": "--schedule", "recompute": "--recompute",
+    "data_parallel": "--data-parallel", "schedule": "--schedule", "virtual_stages": "--virtual-stages",
+    "tensor_parallel": "--tensor-parallel", "sequence_parallel": "--sequence-parallel",
+    "context_parallel": "--context-parallel", "recompute": "--recompute",
     "precision": "--precision", "optimizer": "--optimizer", "zero1": "--zero1", "fp32_grads": "--fp32-grads",
     "dropout": "--dropout", "attention": "--attention", "device_memory_gib": "--device-memory-gib",
 }
@@ -62,9 +64,18 @@ def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool
                                                             " (default 1; tune lists every size anyway)"))
     parser.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")
     parser.add_argument("--data-parallel", type=int, default=1, help="data-parallel degree (default 1)")
+    parser.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
+                        help="pipeline schedule: its bubble, and how many micro-batches a stage holds (default 1f1b)")
+    parser.add_argument("--virtual-stages", type=int, default=1,
+                        help="model chunks per device v: >= 2 for interleaved-1f1b, 1 (ZB-H1) or 2 (ZB-V) for "
+                             "zero-bubble, 1 otherwise; the layers cut into p x v chunks (default 1)")
+    parser.add_argument("--tensor-parallel", type=int, default=1,
+                        help="tensor-parallel degree t: splits each layer's heads and MLP (default 1)")
+    parser.add_argument("--sequence-parallel", action="store_true",
+                        help="sequence parallelism within the tensor-parallel group (needs --tensor-parallel > 1)")
+    parser.add_argument("--context-parallel", type=int, default=1,
+                        help="context-parallel degree cp: splits the sequence (default 1)")
     memory = parser.add_argument_group("memory per stage (chapter 4.3)")
-    memory.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
-                        help="pipeline schedule: decides how many micro-batches a stage holds (default 1f1b)")
     memory.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none",
                         help="activation recomputation (default none)")
     memory.add_argument("--precision", choices=list(PRECISIONS), default=None,
@@ -93,6 +104,8 @@ def job_from_args(args: argparse.Namespace) -> Job:
     return Job(model=model, seq_len=model.n_positions if args.seq_len is None else args.seq_len,
                global_batch=args.global_batch, micro_batch_size=args.micro_batch,
                pipeline_stages=args.pipeline_stages, data_parallel=args.data_parallel, schedule=args.schedule,
+               virtual_stages=args.virtual_stages, tensor_parallel=args.tensor_parallel,
+               sequence_parallel=args.sequence_parallel, context_parallel=args.context_parallel,
                recompute=args.recompute, precision=args.precision, optimizer=args.optimizer, zero1=args.zero1,
                fp32_grads=args.fp32_grads, dropout=args.dropout, attention=args.attention,
                device_memory_gib=args.device_memory_gib)
@@ -111,15 +124,37 @@ def _job_summary(job: Job) -> dict:
     """The job's fields as the JSON reports name them."""
     return {"model": job.model.name, "n_layer": job.model.n_layer, "d_model": job.model.d_model,
             "params": count_params(job.model), "seq_len": job.seq_len,
-            "schedule": job.schedule, "recompute": job.recompute, "precision": job.precision,
+            "schedule": job.schedule, "virtual_stages": job.virtual_stages, "tensor_parallel": job.tensor_parallel,
+            "sequence_parallel": job.sequence_parallel, "context_parallel": job.context_parallel,
+            "recompute": job.recompute, "precision": job.precision,
             "optimizer": job.optimizer, "zero1": job.zero1, "fp32_grads": job.fp32_grads,
             "dropout": job.dropout, "attention": job.attention}
+
+
+def schedule_bubble(job: Job) -> float:
+    """The bubble of ``job``'s own schedule (and virtual stages) at its p and m: the closed form of
+    :func:`~batchlab.formulas.pipeline_schedules.bubble_fraction`, which the simulator agrees with."""
+    return bubble_fraction(job.pipeline_stages, job.num_microbatches, job.schedule, job.virtual_stages)
+
+
+def schedule_name(schedule: str, virtual_stages: int) -> str:
+    """A schedule as the text reports write it: ``1f1b``, ``interleaved-1f1b (v = 2)``."""
+    return schedule if virtual_stages == 1 else f"{schedule} (v = {virtual_stages})"
+
+
+def devices_text(report: dict) -> str:
+    """``8 = 4 pipeline stages × 2 data parallel``, with the tensor and context degrees when they are not 1."""
+    parts = [f"{report['tensor_parallel']} tensor parallel"] if report["tensor_parallel"] > 1 else []
+    parts += [f"{report['pipeline_stages']} pipeline stages", f"{report['data_parallel']} data parallel"]
+    parts += [f"{report['context_parallel']} context parallel"] if report["context_parallel"] > 1 else []
+    sp = " (sequence parallel)" if report["sequence_parallel"] else ""
+    return f"{report['devices']} = {' × '.join(parts)}{sp}"
 
 
 def _memory_settings(report: dict) -> str:
     """The settings the memory answer rests on, in one line of the text reports (the attention kind in the
     reader's words too: the stored s×s scores are most of a GPT-2 layer's activation bytes)."""
-    return (f"{report['schedule']}, recompute {report['recompute']}, {report['precision']}, {report['optimizer']}"
+    return (f"{schedule_name(report['schedule'], report['virtual_stages'])}, recompute {report['recompute']}, {report['precision']}, {report['optimizer']}"
             f"{' + ZeRO-1' if report['zero1'] else ''}{', fp32 grads' if report['fp32_grads'] else ''}, "
             f"dropout {report['dropout']:g}, {activation_basis(report['attention'])}")
 
@@ -138,6 +173,8 @@ def plan_report(job: Job, stated_grad_accum: int | None = None, tokens_per_secon
         "tokens_per_step": plan.tokens_per_step(job.seq_len),
         "layers_per_stage": [stage.num_layers for stage in job.stages],
         **plan.to_dict(),
+        "devices": job.devices,  # t · p · d · cp (the plan's own counts only p · d)
+        "bubble_fraction": schedule_bubble(job),
         **stage_memory(job).to_dict(),
         "model_flops_per_token": model_flops_per_token(job),
         "tokens_per_second": tokens_per_second,
@@ -170,18 +207,21 @@ def plan_text(report: dict) -> str:
     lines = [
         f"model            {report['model']}  ({report['params']:,} parameters)",
         f"global batch     {report['global_batch']} sequences = {report['tokens_per_step']:,} tokens per step",
-        f"devices          {report['devices']} = {report['pipeline_stages']} pipeline stages × "
-        f"{report['data_parallel']} data parallel",
+        f"devices          {devices_text(report)}",
         f"layers/stage     {report['layers_per_stage']}",
         f"num_microbatches {report['num_microbatches']} per replica per step "
         f"(micro-batch {report['micro_batch_size']}; DeepSpeed's gradient_accumulation_steps)",
         f"pipeline_fills   {fills if fills is not None else 'n/a'} "
         "(= num_microbatches / pipeline_stages, the lecture's gradient-accumulation count)",
-        f"bubble_fraction  {report['bubble_fraction']:.3f}  = (p-1)/(m+p-1)",
+        f"bubble_fraction  {report['bubble_fraction']:.3f}  "
+        + ("= (p-1)/(m+p-1)" if report["schedule"] in ("gpipe", "1f1b") else
+           f"({SCHEDULES[report['schedule']]}, v = {report['virtual_stages']}: the closed form the simulator agrees with)"),
     ]
     gib = lambda values: "[" + ", ".join(f"{v / GIB:.1f}" for v in values) + "] GiB"  # noqa: E731
     lines += [
-        f"memory           {_memory_settings(report)}; in flight {report['in_flight_microbatches']}",
+        f"memory           {_memory_settings(report)}; in flight {report['in_flight_microbatches']}"
+        + ("" if report["virtual_stages"] == 1 else
+           f" chunks of {report['n_layer'] // (report['pipeline_stages'] * report['virtual_stages'])} layers"),
         f"  model states   {gib(report['model_state_bytes_per_stage'])}",
         f"  activations    {gib(report['activation_bytes_per_stage'])}",
         f"  peak           {gib(report['peak_bytes_per_stage'])}  = {report['peak_memory_fraction']:.1%} of "
@@ -204,11 +244,14 @@ def plan_text(report: dict) -> str:
 
 # ── tune ─────────────────────────────────────────────────────────────────────────────────────────
 
-def tune_report(job: Job, peak_flops: float = DEFAULT_PEAK_FLOPS, bandwidth: float = DEFAULT_BANDWIDTH) -> dict:
+def tune_report(job: Job, peak_flops: float = DEFAULT_PEAK_FLOPS, bandwidth: float = DEFAULT_BANDWIDTH,
+                link_bandwidth: float | None = None) -> dict:
     """Everything ``tune`` prints: the job, the device figures it assumes (per-device ``peak_flops`` in
-    FLOP/s, ``bandwidth`` in bytes/s, as the roofline rate curve) and :func:`batchlab.formulas.tune.tune`'s
-    answer. Raises ValueError."""
-    curve = roofline_curve(job.model, peak_flops, bandwidth)
+    FLOP/s, ``bandwidth`` in bytes/s, as the roofline rate curve of the job's tensor-parallel share of the
+    matmul; ``link_bandwidth`` in bytes/s for its tensor-parallel collectives) and
+    :func:`batchlab.formulas.tune.tune`'s answer. Raises ValueError."""
+    curve = roofline_curve(job.model, peak_flops, bandwidth, tensor_parallel=job.tensor_parallel,
+                           link_bandwidth=link_bandwidth)
     return {
         **_job_summary(job),
         "global_batch": job.global_batch,
@@ -218,6 +261,7 @@ def tune_report(job: Job, peak_flops: float = DEFAULT_PEAK_FLOPS, bandwidth: flo
         "device_memory_bytes": job.device_memory_bytes,
         "device": device_figures(peak_flops, bandwidth, job),
         "curve": {"name": curve.name, "peak_flops": peak_flops, "bandwidth": bandwidth,
+                  "tensor_parallel": curve.tensor_parallel, "link_bandwidth": curve.link_bandwidth,
                   "rows": list(curve.rows), "flops_per_second": list(curve.flops_per_second)},
         **tune(job, curve),
     }
@@ -232,17 +276,27 @@ def tune_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"per-device peak TFLOPS (default {DEFAULT_PEAK_FLOPS / 1e12:g})")
     curve.add_argument("--bandwidth-tbs", type=float, default=DEFAULT_BANDWIDTH / 1e12,
                        help=f"per-device memory bandwidth in TB/s (default {DEFAULT_BANDWIDTH / 1e12:g})")
+    curve.add_argument("--link-gbs", type=float, default=None,
+                       help="device-to-device bandwidth in GB/s per direction, for the tensor-parallel collectives "
+                            "(needed with --tensor-parallel > 1: the 910B preset has no sourced figure)")
 
 
 def tune_command(args: argparse.Namespace) -> dict:
-    return tune_report(job_from_args(args), positive("peak_tflops", args.peak_tflops) * 1e12,
-                       positive("bandwidth_tbs", args.bandwidth_tbs) * 1e12)
+    link = None if args.link_gbs is None else positive("link_gbs", args.link_gbs) * 1e9
+    job = job_from_args(args)
+    try:
+        return tune_report(job, positive("peak_tflops", args.peak_tflops) * 1e12,
+                           positive("bandwidth_tbs", args.bandwidth_tbs) * 1e12, link)
+    except ValueError as err:  # the model's line names the figure; the reader types the flag
+        if link is None and "link_bandwidth" in str(err):
+            raise ValueError(f"{err}（命令行：--link-gbs）") from None
+        raise
 
 
 def tune_text(report: dict) -> str:
     lines = [
         f"model            {report['model']}, seq_len {report['seq_len']}, global batch {report['global_batch']}, "
-        f"{report['pipeline_stages']} stages × {report['data_parallel']} data parallel = {report['devices']} devices",
+        f"devices {devices_text(report)}",
         f"memory           {_memory_settings(report)}, {report['device_memory_bytes'] / GIB:g} GiB per device",
         f"device           {report['device']['name']}: {report['device']['peak_flops'] / 1e12:g} TFLOP/s, "
         f"{report['device']['memory_bandwidth'] / 1e12:g} TB/s",
@@ -264,4 +318,23 @@ def tune_text(report: dict) -> str:
                      "rewards a larger micro-batch once the matmul is compute-bound; measure before choosing)")
     else:
         lines.append(f"nothing fits     {report['suggestion']}")
+    lines += ["", "schedules        the same job under each schedule (and v): its fastest micro-batch that fits, "
+              "else its fastest (modelled)",
+              f"{'schedule':<26} {'micro':>5} {'m':>4} {'bubble':>7} {'memory':>7} {'fits':>5} {'tokens/s':>12}"]
+    won = report["best_schedule"]
+    for entry in report["schedules"]:
+        row = entry["recommended"] or entry["fastest"]
+        mark = ("  ← fastest" if won is not None and (entry["schedule"], entry["virtual_stages"]) ==
+                (won["schedule"], won["virtual_stages"]) else "")
+        lines.append(f"{schedule_name(entry['schedule'], entry['virtual_stages']):<26} {row['micro_batch_size']:>5} "
+                     f"{row['num_microbatches']:>4} {row['bubble_fraction']:>7.1%} {row['peak_memory_fraction']:>7.1%} "
+                     f"{'yes' if row['fits'] else 'no':>5} {throughput(row['tokens_per_second'], False):>12}{mark}")
+    if won is not None:
+        lines.append(f"best schedule    {schedule_name(won['schedule'], won['virtual_stages'])}, micro-batch "
+                     f"{won['micro_batch_size']}: {report['schedule_reason']}")
+    else:
+        lines.append("best schedule    none: nothing fits under any schedule searched")
+    if report["schedules_not_searched"]:
+        lines.append(f"not searched     {', '.join(report['schedules_not_searched'])}: reading their memory off the "
+                     "schedule's order would take too long at this many stages and micro-batch sizes")
     return "\n".join(lines)

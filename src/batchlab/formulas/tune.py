@@ -15,6 +15,11 @@ module puts side by side what the book computes in separate chapters:
 :func:`tune` recommends the fitting candidate with the highest modelled tokens/s. When nothing fits it
 tries the usual remedies one at a time — recomputation (selective, then full), then more pipeline
 stages — and says which one would make some micro-batch fit.
+
+It also searches the schedules (:data:`~batchlab.formulas.pipeline_schedules.SCHEDULES`) and, for those that
+hold several model chunks per device, every virtual-stage count v the job's rules allow
+(:func:`schedule_choices`): the same candidates under each, the fastest that fits over all of them, and one
+sentence saying why it won (its bubble at the same m, or that memory ruled the faster ones out).
 """
 from __future__ import annotations
 
@@ -22,30 +27,62 @@ from dataclasses import replace
 
 from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.memory import stage_memory
-from batchlab.formulas.pipeline_schedules import runnable
+from batchlab.formulas.pipeline_schedules import SCHEDULES, op_count, runnable
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import model_step
 
-__all__ = ["tune", "runnable_micro_batch_sizes"]
+__all__ = ["tune", "runnable_micro_batch_sizes", "schedule_choices", "TUNED_VIRTUAL_STAGES", "SEARCH_OPS", "schedule_label", "schedule_reason"]
 
 _RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
-def runnable_micro_batch_sizes(job: Job, pipeline_stages: int | None = None) -> list[int]:
+def runnable_micro_batch_sizes(job: Job, pipeline_stages: int | None = None, schedule: str | None = None,
+                               virtual_stages: int | None = None) -> list[int]:
     """Every micro-batch size b ``job``'s batch arithmetic allows at its global batch and data-parallel
-    degree (with ``pipeline_stages`` stages, default the job's): b divides global_batch / data_parallel (a
-    whole m), b is within the job's limit, and the schedule can run those m micro-batches (1F1B: m ≥ p,
+    degree (with ``pipeline_stages`` stages, ``schedule`` and ``virtual_stages``, default the job's): b
+    divides global_batch / data_parallel (a whole m), b is within the job's limit, and the schedule can run
+    those m micro-batches (1F1B: m ≥ p; interleaved: m a multiple of p,
     :func:`batchlab.formulas.pipeline_schedules.runnable`). Memory is not asked."""
     p = job.pipeline_stages if pipeline_stages is None else pipeline_stages
+    schedule = job.schedule if schedule is None else schedule
+    v = job.virtual_stages if virtual_stages is None else virtual_stages
     per_replica = job.global_batch // job.data_parallel
     return [b for b in range(1, min(per_replica, LIMITS["micro_batch_size"][1]) + 1)
-            if per_replica % b == 0 and runnable(job.schedule, p, per_replica // b)]
+            if per_replica % b == 0 and runnable(schedule, p, per_replica // b, v)]
+
+
+TUNED_VIRTUAL_STAGES = 8
+"""The most model chunks per device :func:`tune` tries (the job's own v is always tried): Megatron-LM's
+interleaved runs use 2–8. Each chunk more sends p more messages a micro-batch, a cost the throughput model
+does not count, so past this the model's gain would be one it cannot see the price of."""
+
+
+def schedule_choices(job: Job) -> list[tuple[str, int]]:
+    """Every (schedule, virtual stages) :func:`tune` tries for ``job``: each schedule of
+    :data:`~batchlab.formulas.pipeline_schedules.SCHEDULES` with each v from 1 to :data:`TUNED_VIRTUAL_STAGES`
+    (and n_layer / p) that the schedule's rule allows at some m (:func:`~batchlab.formulas.pipeline_schedules.runnable`
+    at m = p); the job's own first. Whether the layers cut into p · v chunks is the job's to say, when each
+    candidate is made."""
+    p, n_layer = job.pipeline_stages, job.model.n_layer
+    choices = [(job.schedule, job.virtual_stages)]
+    for schedule in SCHEDULES:
+        for v in range(1, min(TUNED_VIRTUAL_STAGES, n_layer // p) + 1):
+            # m = p is a multiple of p and ≥ p: a v that no m can run is left out here, whatever the batch
+            if (schedule, v) not in choices and runnable(schedule, p, p, v):
+                choices.append((schedule, v))
+    return choices
+
+
+def schedule_label(schedule: str, virtual_stages: int) -> str:
+    """A schedule as the reader reads it: ``1F1B``, ``交错式 1F1B（v = 2）``."""
+    return SCHEDULES[schedule] + ("" if virtual_stages == 1 else f"（v = {virtual_stages}）")
 
 
 def _candidates(job: Job, curve: RateCurve, **changes: object) -> list[dict]:
     """One row per runnable micro-batch size of ``job`` with ``changes`` applied (each its own job)."""
     rows = []
-    for b in runnable_micro_batch_sizes(job, changes.get("pipeline_stages")):
+    for b in runnable_micro_batch_sizes(job, changes.get("pipeline_stages"), changes.get("schedule"),
+                                        changes.get("virtual_stages")):
         candidate = replace(job, micro_batch_size=b, **changes)
         step, memory = model_step(candidate, curve), stage_memory(candidate)
         rows.append({
@@ -96,6 +133,92 @@ def _suggest(job: Job, curve: RateCurve) -> tuple[str, dict | None]:
             f"{n_layer}）都不够：需要更大的显存、ZeRO-1、更低的精度或更短的序列"), None
 
 
+def _fastest(rows: list[dict]) -> dict | None:
+    """The fitting row with the highest modelled tokens/s (the first of equals), or None."""
+    fitting = [r for r in rows if r["fits"]]
+    return max(fitting, key=lambda r: r["tokens_per_second"]) if fitting else None
+
+
+def _spaced(label: str) -> str:
+    """``label`` before a Chinese word: a space after Latin text (1F1B 把), none after Chinese (零气泡把, ）把)."""
+    return label + " " if label[-1].isascii() else label
+
+
+def schedule_reason(own: dict, winner: dict | None, faster_unfit: dict | None) -> str | None:
+    """Why ``winner`` (an entry of :func:`tune`'s ``schedules``) won over the job's ``own`` entry, in one
+    Chinese sentence: the bubble at the same m (or each at its best micro-batch), or that its own schedule
+    fits nothing; ``faster_unfit``, an entry whose fastest micro-batch is faster still but does not fit, is
+    named as ruled out by memory. None when nothing fits under any schedule."""
+    if winner is None:
+        return None
+    best = winner["recommended"]
+    name = schedule_label(winner["schedule"], winner["virtual_stages"])
+    name_ = _spaced(name)
+    ruled_out = ("" if faster_unfit is None else
+                 f"；{_spaced(schedule_label(faster_unfit['schedule'], faster_unfit['virtual_stages']))}用微批次大小 "
+                 f"{faster_unfit['fastest']['micro_batch_size']} 的模型吞吐更高，但显存放不下（最满的阶段占 "
+                 f"{faster_unfit['fastest']['peak_memory_fraction']:.0%}）")
+    if winner is own:
+        return f"{name_}已是模型下最快且放得下的调度（微批次大小 {best['micro_batch_size']}）{ruled_out}"
+    own_name = _spaced(schedule_label(own["schedule"], own["virtual_stages"]))
+    if own["recommended"] is None:
+        return (f"{own_name}下没有放得下的微批次大小；{name_}用微批次大小 {best['micro_batch_size']} 放得下"
+                f"（气泡 {best['bubble_fraction']:.1%}）{ruled_out}")
+    same = next((r for r in own["candidates"] if r["micro_batch_size"] == best["micro_batch_size"]), None)
+    if same is not None:
+        return (f"同样 m = {best['num_microbatches']} 个微批次（微批次大小 {best['micro_batch_size']}），{name_}把气泡从 "
+                f"{same['bubble_fraction']:.1%} 降到 {best['bubble_fraction']:.1%}，模型估计吞吐高 "
+                f"{best['tokens_per_second'] / same['tokens_per_second'] - 1:.1%}"
+                + ("" if same["fits"] else f"（{own_name}在这个微批次下放不下）") + ruled_out)
+    mine = own["recommended"]
+    return (f"各取最好的微批次：{own_name}是 {mine['micro_batch_size']}（气泡 {mine['bubble_fraction']:.1%}），"
+            f"{name_}是 {best['micro_batch_size']}（气泡 {best['bubble_fraction']:.1%}），模型估计吞吐高 "
+            f"{best['tokens_per_second'] / mine['tokens_per_second'] - 1:.1%}{ruled_out}")
+
+
+SEARCH_OPS = 1_000_000
+"""The most schedule ops :func:`tune` lets the memory model read for the other schedules with v > 1 (each
+micro-batch size counted as its schedule's ops at m = p, :func:`~batchlab.formulas.pipeline_schedules.op_count`:
+the model reads the held chunks off the order, a few periods of p micro-batches). About a second here; past
+it (hundreds of stages and sizes) those schedules are named as not searched, not left to run for minutes."""
+
+
+def _schedules(job: Job, curve: RateCurve, own_rows: list[dict]) -> dict:
+    """The schedule search of :func:`tune`: one entry per :func:`schedule_choices` pair, the winner and why."""
+    entries, skipped, spent = [], [], 0
+    p = job.pipeline_stages
+    for schedule, v in schedule_choices(job):
+        is_own = (schedule, v) == (job.schedule, job.virtual_stages)
+        sizes = [] if is_own else runnable_micro_batch_sizes(job, None, schedule, v)
+        if not is_own and sizes:
+            try:  # the job's own rule: do the layers cut into p · v chunks?
+                replace(job, micro_batch_size=sizes[0], schedule=schedule, virtual_stages=v)
+            except ValueError:
+                continue
+        if not is_own and v > 1:
+            cost = len(sizes) * op_count(schedule, p, p, v)
+            if spent + cost > SEARCH_OPS:
+                skipped.append(schedule_label(schedule, v))
+                continue
+            spent += cost
+        rows = own_rows if is_own else _candidates(job, curve, schedule=schedule, virtual_stages=v)
+        if rows:
+            fastest = max(rows, key=lambda r: r["tokens_per_second"])
+            entries.append({"schedule": schedule, "virtual_stages": v, "label": schedule_label(schedule, v),
+                            "candidates": rows, "recommended": _fastest(rows), "fastest": fastest})
+    own = entries[0]  # the job's own schedule: its candidates are tune's own
+    fitting = [e for e in entries if e["recommended"] is not None]
+    # ties (GPipe and 1F1B take the same time; one stage has no bubble) go to the job's own, then the first listed
+    winner = max(fitting, key=lambda e: (e["recommended"]["tokens_per_second"], e is own)) if fitting else None
+    faster = [e for e in entries if e is not winner and not e["fastest"]["fits"] and (
+        winner is None or e["fastest"]["tokens_per_second"] > winner["recommended"]["tokens_per_second"])]
+    faster_unfit = max(faster, key=lambda e: e["fastest"]["tokens_per_second"]) if faster and winner else None
+    return {"schedules": entries,
+            "best_schedule": None if winner is None else {
+                "schedule": winner["schedule"], "virtual_stages": winner["virtual_stages"], **winner["recommended"]},
+            "schedule_reason": schedule_reason(own, winner, faster_unfit), "schedules_not_searched": skipped}
+
+
 def tune(job: Job, curve: RateCurve) -> dict:
     """Every runnable micro-batch size of ``job`` (its own micro-batch size is one choice among them), and
     the recommended one.
@@ -109,16 +232,22 @@ def tune(job: Job, curve: RateCurve) -> dict:
     Returns ``candidates``, ``recommended`` (the fitting candidate with the highest modelled tokens/s, or
     None), ``suggestion`` (None when something fits; else a Chinese sentence naming the first change
     that makes some micro-batch fit) and ``suggested_change`` (that change as job fields to replace, e.g.
-    ``{"recompute": "selective"}``; None if none helps or nothing needed).
+    ``{"recompute": "selective"}``; None if none helps or nothing needed), all under the job's own schedule;
+    and the schedule search: ``schedules`` (one entry per :func:`schedule_choices` pair with runnable
+    micro-batches, the job's own first: ``schedule``, ``virtual_stages``, ``label``, ``candidates``,
+    ``recommended``, ``fastest`` — fitting or not), ``best_schedule`` (the fastest fitting candidate over
+    all of them, with its ``schedule`` and ``virtual_stages``; None when nothing fits anywhere) and
+    ``schedule_reason`` (:func:`schedule_reason`'s sentence); ``schedules_not_searched`` names the pairs
+    with v > 1 left out past :data:`SEARCH_OPS`.
     """
     if not isinstance(job, Job):
         raise ValueError(f"job = {job!r}：必须是 Job（batchlab.formulas.job.Job）")
     if not isinstance(curve, RateCurve):
         raise ValueError(f"curve = {curve!r}：必须是 RateCurve（实测点，或 DevicePeak.curve 的屋顶线）")
     rows = _candidates(job, curve)
-    fitting = [r for r in rows if r["fits"]]
-    recommended = max(fitting, key=lambda r: r["tokens_per_second"]) if fitting else None
+    recommended = _fastest(rows)
     suggestion = change = None
     if recommended is None:
         suggestion, change = _suggest(job, curve)
-    return {"candidates": rows, "recommended": recommended, "suggestion": suggestion, "suggested_change": change}
+    return {"candidates": rows, "recommended": recommended, "suggestion": suggestion, "suggested_change": change,
+            **_schedules(job, curve, rows)}
