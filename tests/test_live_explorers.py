@@ -335,6 +335,8 @@ def test_every_control_recomputes_with_the_books_python(served, doc):
             assert live_page.read(tab, i)["summary"] == text(explorer.compute(values).summary_html)
             for control_name in [c.name for c in explorer.controls(values)]:
                 control = next(c for c in explorer.controls(values) if c.name == control_name)
+                if control.options and len(control.options) == 1:
+                    continue  # one value makes a job here (gpt2-large over 16 stages: one chunk per device)
                 before = live_page.read(tab, i)
                 previous_chart = _answer(name, ctx, values, control_name)["chart"]
                 value, expected = _move_for(name, ctx, values, control)

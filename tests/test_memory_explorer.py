@@ -54,7 +54,8 @@ def test_default_is_the_case_study():
     values = {name: c.value for name, c in explorer.controls.items()}
     assert values == dict(model="gpt2-xl", micro_batch_size=2, seq_len=1024, schedule="1f1b", recompute="none",
                           precision="bf16-mixed", dropout=0.1, pipeline_stages=4, global_batch=64, data_parallel=2,
-                          device_memory_gib=DEVICE_MEMORY_GIB)
+                          device_memory_gib=DEVICE_MEMORY_GIB, virtual_stages=1, tensor_parallel=1,
+                          sequence_parallel=False)
     assert explorer.result.report == case_report()
     assert explorer.result.report.job.plan.num_microbatches == 16
     assert explorer.png.startswith(b"\x89PNG")
@@ -68,12 +69,21 @@ MOVES = [
     ("model", "gpt2-large"), ("micro_batch_size", 4), ("seq_len", 512), ("schedule", "gpipe"),
     ("recompute", "selective"), ("recompute", "full"), ("precision", "fp32"), ("dropout", 0.0), ("pipeline_stages", 8),
     # 16 = 2 × 2 × 4: m = 4 = p, the fewest micro-batches a 1F1B job takes (m = 2 is refused, see below)
-    ("global_batch", 16), ("data_parallel", 4), ("device_memory_gib", 16.0),
+    ("global_batch", 16), ("data_parallel", 4), ("device_memory_gib", 16.0), ("tensor_parallel", 5),
+]
+# Controls whose move takes another with it (the note says so): the schedule that needs v ≥ 2 moves v, sequence
+# parallelism moves t off 1; the virtual stages move once the schedule holds several chunks.
+FOLLOWING = [
+    ("schedule", "interleaved-1f1b", {}, dict(schedule="interleaved-1f1b", virtual_stages=2), "虚拟阶段数 (v) 1 → 2"),
+    ("sequence_parallel", True, {}, dict(sequence_parallel=True, tensor_parallel=5), "张量并行度 (TP) 1 → 5"),
+    ("virtual_stages", 3, {}, dict(schedule="interleaved-1f1b", virtual_stages=3), "流水线调度 1F1B → 交错式 1F1B"),
+    ("virtual_stages", 4, {"schedule": "interleaved-1f1b"}, dict(schedule="interleaved-1f1b", virtual_stages=4), None),
+    ("virtual_stages", 2, {"schedule": "zero-bubble"}, dict(schedule="zero-bubble", virtual_stages=2), None),
 ]
 
 
 def test_the_moves_cover_every_control_and_option():
-    assert {name for name, _ in MOVES} == set(widget().controls)
+    assert {name for name, _ in MOVES} | {name for name, *_ in FOLLOWING} == set(widget().controls)
     explorer = widget()
     assert [v for _, v in explorer.controls["schedule"].options] == list(SCHEDULES)
     assert [v for _, v in explorer.controls["recompute"].options] == list(RECOMPUTE_MODES)
@@ -92,6 +102,43 @@ def test_every_control_changes_the_figure_and_the_report(control, value):
     assert explorer.result.report != report
     expected = {"model": dict(model=value, precision="bf16-mixed")}.get(control, {control: value})
     assert explorer.result.report == case_report(**expected)
+
+
+@pytest.mark.parametrize("control, value, first, expected, said", FOLLOWING)
+def test_a_control_that_needs_another_moves_it_and_says_so(control, value, first, expected, said):
+    explorer = widget()
+    for name, before in first.items():
+        explorer.controls[name].value = before
+    png, report = explorer.png, explorer.result.report
+    explorer.controls[control].value = value
+    assert explorer.error is None, explorer.summary.value
+    assert explorer.png != png and explorer.result.report != report
+    assert explorer.result.report == case_report(**expected)
+    if said:  # the other control moved: the note names it, old → new
+        note = explorer.summary.value.split("</div>")[0]
+        assert 'class="bl-note"' in note and said in note, note
+
+
+def test_the_parallel_controls_offer_what_the_job_takes():
+    """t divides gpt2-xl's 25 heads; v cuts 48 layers over 4 stages into p · v chunks (interleaved, v ≥ 2)
+    or is 1 and 2 (zero bubble); the summary names chunks, not micro-batches, when a device holds several."""
+    explorer = widget()
+    assert explorer.controls["tensor_parallel"].options == (1, 5, 25)
+    # every count some schedule holds: 1 (GPipe, 1F1B, ZB-H1), 2 (ZB-V), and 2, 3, 4, 6, 12 interleaved
+    assert explorer.controls["virtual_stages"].options == (1, 2, 3, 4, 6, 12)
+    explorer.controls["schedule"].value = "interleaved-1f1b"
+    assert explorer.controls["virtual_stages"].value == 2
+    assert "交错式 1F1B（v = 2）下各卡同时保存的模型段（每段 6 层）激活数" in explorer.summary.value
+    explorer.controls["schedule"].value = "zero-bubble"
+    assert explorer.controls["virtual_stages"].value == 2
+    explorer.controls["sequence_parallel"].value = True
+    assert explorer.controls["tensor_parallel"].options == (5, 25)  # SP needs t > 1: 1 is not offered
+    title = explorer.result.title
+    assert "张量并行 t = 5 + 序列并行" in title and "零气泡（v = 2）" in title
+    assert explorer.result.report == case_report(schedule="zero-bubble", virtual_stages=2, tensor_parallel=5,
+                                                 sequence_parallel=True)
+    explorer.controls["model"].value = "gpt2"  # 12 heads: t = 5 no longer divides them; t follows
+    assert explorer.error is None and explorer.controls["tensor_parallel"].value in (4, 6)
 
 
 def test_a_new_model_resets_precision_and_sequence_lengths():

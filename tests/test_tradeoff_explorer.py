@@ -92,3 +92,45 @@ def test_the_summary_says_which_attention_its_memory_verdict_assumes():
     stored = explorer().summary.value
     fused = explorer(job=replace(CASE_STUDY.job, attention="fused")).summary.value
     assert "激活值按显式注意力" in stored and "激活值按融合注意力" in fused
+
+
+def test_the_schedule_control_offers_all_four_and_virtual_stages_follow():
+    """Issue 30: interleaved 1F1B and zero bubble in the explorer; v offers what the job takes (48 layers over
+    4 stages cut into p · v chunks) and follows the schedule, with a note."""
+    from batchlab.formulas.pipeline_schedules import SCHEDULES, bubble_fraction
+
+    e = explorer()
+    assert [v for _, v in e.controls["schedule"].options] == list(SCHEDULES)
+    assert e.controls["virtual_stages"].options == (1, 2, 3, 4, 6, 12)  # what some schedule holds
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["schedule"].value = "interleaved-1f1b"
+    assert e.controls["virtual_stages"].value == 2
+    assert "虚拟阶段数 (v) 1 → 2" in e.summary.value and "交错式 1F1B（v = 2）：m = <b>16</b>" in e.summary.value
+    job = replace(CASE_STUDY.job, schedule="interleaved-1f1b", virtual_stages=2)
+    assert e.result.step == model_step(job, CURVE)
+    assert e.result.step.bubble_fraction == bubble_fraction(4, 16, "interleaved-1f1b", 2) < 3 / 19
+    png = e.png
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["virtual_stages"].value = 4
+    assert e.png != png and e.result.step == model_step(replace(job, virtual_stages=4), CURVE)
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["schedule"].value = "zero-bubble"  # v = 4 is no zero-bubble schedule: the nearest, 2 (ZB-V)
+    assert e.controls["virtual_stages"].value == 2
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["schedule"].value = "1f1b"
+    assert e.controls["virtual_stages"].value == 1 and e.result.step == model_step(CASE_STUDY.job, CURVE)
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["virtual_stages"].value = 6  # a count 1F1B cannot hold: the schedule follows, and says so
+    assert e.controls["schedule"].value == "interleaved-1f1b" and "流水线调度 1F1B → 交错式 1F1B" in e.summary.value
+
+
+def test_the_summary_says_when_another_schedule_is_faster_and_why():
+    e = explorer()
+    # the case under 1F1B: interleaving shrinks the bubble at the same m, so the tuner's search names it
+    assert "换调度更快：" in e.summary.value and e.result.tuned["schedule_reason"] in e.summary.value
+    best = e.result.tuned["best_schedule"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.controls["schedule"].value = best["schedule"]
+        e.controls["virtual_stages"].value = best["virtual_stages"]
+        e.controls["micro_batch_size"].value = best["micro_batch_size"]
+    assert "换调度更快" not in e.summary.value  # the reader's choice is the fastest: nothing to add

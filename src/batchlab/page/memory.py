@@ -15,10 +15,11 @@ from batchlab.formulas.memory import MemoryReport, activation_basis, stage_memor
 from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.precision import PRECISIONS, default_precision
 from batchlab.formulas.presets import PRESETS, get_config
+from batchlab.formulas.tune import schedule_label
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.colours import FIT_COLOUR, MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, WARNING_COLOUR
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
-from batchlab.page.valid import JobMaker, count_control, settle
+from batchlab.page.valid import JobMaker, chunk_control, count_control, settle
 
 __all__ = ["MEMORY_PARTS", "memory_unit", "share_text", "render_memory_summary_html", "seq_len_options",
            "memory_title", "memory_chart", "MemoryView", "MemoryExplorer", "MODEL_SETTINGS"]
@@ -59,7 +60,7 @@ def _few(counts: list[int]) -> str:
 def render_memory_summary_html(report: MemoryReport) -> str:
     """The explorer's one-line summary; every number is read from ``report`` and its job, and it names the
     attention the activations assume (:func:`~batchlab.formulas.memory.activation_basis`)."""
-    plan, schedule = report.job.plan, report.job.schedule
+    plan, schedule, v = report.job.plan, report.job.schedule, report.job.virtual_stages
     peaks = report.peak_bytes_per_stage
     worst = peaks.index(max(peaks))
     capacity = report.device_memory_bytes
@@ -73,8 +74,10 @@ def render_memory_summary_html(report: MemoryReport) -> str:
     return (
         f"<div>最满的是阶段 {worst}：峰值 <b>{peaks[worst] / scale:.2f} {unit}</b>，占设备显存"
         f"（{capacity / scale:.4g} {unit}）的 <b>{share_text(report.peak_memory_fraction)}</b>，{verdict}；"
-        f"每个副本 m = <b>{plan.num_microbatches}</b> 个微批次，{html.escape(SCHEDULES.get(schedule, schedule))} "
-        f"下各阶段同时保存的微批次数：{_few([st.in_flight for st in report.stages])}；"
+        f"每个副本 m = <b>{plan.num_microbatches}</b> 个微批次，{html.escape(schedule_label(schedule, v))}"
+        + (" 下各阶段同时保存的微批次数：" if v == 1 else
+           f"下各卡同时保存的模型段（每段 {report.job.model.n_layer // (plan.pipeline_stages * v)} 层）激活数：")
+        + f"{_few([st.in_flight for st in report.stages])}；"
         f"{html.escape(activation_basis(report.job.attention))}{warn}</div>"
     )
 
@@ -90,8 +93,10 @@ def seq_len_options(n_positions: int, extra: int | None = None) -> list[int]:
 
 def memory_title(job: Job) -> str:
     """The figure's title: the job the bars belong to."""
-    return (f"{job.model.name}，{SCHEDULES[job.schedule]}，{job.pipeline_stages} 个阶段，"
-            f"m = {job.num_microbatches}，微批次 {job.micro_batch_size} × 序列 {job.seq_len}")
+    tensor = "" if job.tensor_parallel == 1 else (
+        f"，张量并行 t = {job.tensor_parallel}{' + 序列并行' if job.sequence_parallel else ''}")
+    return (f"{job.model.name}，{schedule_label(job.schedule, job.virtual_stages)}，{job.pipeline_stages} 个阶段"
+            f"{tensor}，m = {job.num_microbatches}，微批次 {job.micro_batch_size} × 序列 {job.seq_len}")
 
 
 def memory_chart(report: MemoryReport, measured: list | None, title: str) -> dict:
@@ -152,8 +157,9 @@ def _round_up(value: float) -> float:
 
 
 class MemoryExplorer(Explorer):
-    """Model, micro-batch size, sequence length, schedule, recomputation, precision, dropout, stages,
-    global batch, data parallelism and the device's memory → each stage's peak memory by part.
+    """Model, micro-batch size, sequence length, schedule and virtual stages, recomputation, precision,
+    dropout, stages, global batch, data parallelism, tensor parallelism (and sequence parallelism) and the
+    device's memory → each stage's peak memory by part.
 
     Starts from ``job`` (default: the lecture's case study); the job's optimizer, ZeRO-1 and attention are
     kept, the controls replace the rest. A new model resets the precision to its default, the dropout to
@@ -167,8 +173,10 @@ class MemoryExplorer(Explorer):
     # two boxes a row: three (780 px) overflow a 760 px column, and the frozen page clips them; the precision
     # and recompute labels are long: their dropdowns get the full row (a value cut off cannot be read)
     layout = NotebookLayout(label_px=150, width_px=300, widths=(
-        ("micro_batch_size", 460), ("seq_len", 460), ("recompute", 560), ("precision", 560), ("schedule", None)),
-        rows=(("model", "pipeline_stages"), ("global_batch", "data_parallel"), ("device_memory_gib", "dropout")))
+        ("micro_batch_size", 460), ("seq_len", 460), ("recompute", 560), ("precision", 560), ("schedule", None),
+        ("virtual_stages", 460)),
+        rows=(("model", "pipeline_stages"), ("global_batch", "data_parallel"), ("device_memory_gib", "dropout"),
+              ("tensor_parallel", "sequence_parallel")))
     drawing = "batchlab.ui.memory.draw_memory_explorer"
 
     def __init__(self, job: Job = CASE_STUDY.job, measured: dict | None = None) -> None:
@@ -180,8 +188,9 @@ class MemoryExplorer(Explorer):
 
     def initial_values(self) -> dict:
         job = self.job
-        names = ("micro_batch_size", "seq_len", "schedule", "recompute", "precision", "dropout",
-                 "pipeline_stages", "global_batch", "data_parallel", "device_memory_gib")
+        names = ("micro_batch_size", "seq_len", "schedule", "virtual_stages", "recompute", "precision", "dropout",
+                 "pipeline_stages", "global_batch", "data_parallel", "tensor_parallel", "sequence_parallel",
+                 "device_memory_gib")
         return {"model": job.model.name, **{n: getattr(job, n) for n in names}}
 
     def _build(self, values: dict) -> Job:
@@ -207,13 +216,17 @@ class MemoryExplorer(Explorer):
             counts("micro_batch_size", "微批次大小"),
             Control("seq_len", "序列长度", "steps", options=tuple(
                 (str(s), s) for s in seq_len_options(config.n_positions, extra)), wide=True),
-            Control("schedule", "流水线调度", "buttons", options=tuple((label, key) for key, label in SCHEDULES.items())),
+            Control("schedule", "流水线调度", "buttons", options=tuple((label, key) for key, label in SCHEDULES.items()),
+                    wide=True),  # four buttons: a whole row, not wrapped in half of one
+            chunk_control(self.make, values, "虚拟阶段数 (v)", config.n_layer, wide=True),
             Control("recompute", "重计算", "choice", options=tuple((label, key) for key, label in RECOMPUTE_MODES.items()),
                     wide=True),
             Control("precision", "精度", "choice", options=tuple((label, key) for key, label in PRECISIONS.items()),
                     wide=True),
             Control("global_batch", "全局批大小", "int", 1, LIMITS["global_batch"][1]),
             counts("data_parallel", "数据并行度 (DP)"),
+            count_control(self.make, values, "tensor_parallel", "张量并行度 (TP)", config.n_layer),
+            Control("sequence_parallel", "序列并行 (SP)", "buttons", options=(("关", False), ("开", True))),
             Control("device_memory_gib", "设备显存 (GiB)", "float", *LIMITS["device_memory_gib"], step=1.0),
             Control("dropout", "dropout 概率", "float", 0.0, 0.9, step=0.05),
         ]

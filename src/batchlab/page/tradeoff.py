@@ -15,29 +15,34 @@ from batchlab.formulas.memory import activation_basis
 from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import StepModel, model_step
-from batchlab.formulas.tune import tune
+from batchlab.formulas.tune import schedule_label, tune
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.colours import ERROR_COLOUR, OVERFLOW_COLOUR, PALETTE
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
 from batchlab.page.numbers import percent, seconds, throughput
-from batchlab.page.valid import JobMaker, count_control, settle
+from batchlab.page.valid import JobMaker, chunk_control, count_control, settle
 
 __all__ = ["render_tradeoff_html", "tradeoff_chart", "TradeoffView", "TradeoffExplorer"]
 
 
 def render_tradeoff_html(job: Job, step: StepModel, result: dict, curve: RateCurve) -> str:
-    """The explorer's summary: m, the bubble, the matmul's rows and efficiency, the modelled step and
-    tokens/s, whether it fits, and the fastest micro-batch size that fits."""
+    """The explorer's summary: the schedule, m, the bubble, the matmul's rows and efficiency, the modelled
+    step and tokens/s, whether it fits, the fastest micro-batch size that fits, and — when another schedule
+    (or virtual-stage count) is faster — which and why (:func:`~batchlab.formulas.tune.schedule_reason`)."""
     current = next(c for c in result["candidates"] if c["micro_batch_size"] == job.micro_batch_size)
     best = result["recommended"]
     memory = "放得下" if current["fits"] else f'<b style="color:{ERROR_COLOUR}">放不下</b>'
+    other = result["best_schedule"]
+    better = (other is not None and (other["schedule"], other["virtual_stages"]) != (job.schedule, job.virtual_stages))
     return (
-        f"<div>m = <b>{step.num_microbatches}</b>，气泡占比 <b>{step.bubble_fraction:.1%}</b>；每个矩阵乘法 M = "
+        f"<div>{html.escape(schedule_label(job.schedule, job.virtual_stages))}：m = <b>{step.num_microbatches}</b>，"
+        f"气泡占比 <b>{step.bubble_fraction:.1%}</b>；每个矩阵乘法 M = "
         f"{step.micro_batch_size} × {job.seq_len} = {step.rows} 行，效率 <b>{step.matmul_efficiency:.0%}</b>"
         f"（{html.escape(curve.name)}）；模型估计每步 {seconds(step.step_seconds)}，"
         f"<b>{throughput(step.tokens_per_second, False)}</b> tokens/s；显存{memory}（{activation_basis(job.attention)}）"
         + (f"；模型下最快且放得下的微批次大小：<b>{best['micro_batch_size']}</b>" if best
            else f"；没有放得下的微批次大小。{html.escape(result['suggestion'] or '')}")
+        + (f"<br>换调度更快：{html.escape(result['schedule_reason'])}" if better else "")
         + "</div>")
 
 
@@ -90,7 +95,8 @@ class TradeoffView(NamedTuple):
 
 
 class TradeoffExplorer(Explorer):
-    """Global batch, micro-batch size, stages, data parallelism and schedule → m, the bubble, the matmul
+    """Global batch, micro-batch size, stages, data parallelism, schedule and virtual stages (model chunks
+    per device, for interleaved 1F1B and ZB-V) → m, the bubble, the matmul
     efficiency at M = micro × seq rows (from ``curve``), the modelled step time and tokens/s of every
     micro-batch size that divides the batch, and the fastest that fits. ``job`` (default: the lecture's
     case) gives the model, sequence length, memory settings and the controls' starting values. Invalid input
@@ -99,6 +105,8 @@ class TradeoffExplorer(Explorer):
     name = "tradeoff"
     layout = NotebookLayout(label_px=150, width_px=260, widths=(("schedule", None),),
                             rows=(("global_batch", "micro_batch_size"), ("pipeline_stages", "data_parallel")))
+    VALUES = ("global_batch", "micro_batch_size", "pipeline_stages", "data_parallel", "schedule", "virtual_stages")
+    """The job fields the controls set (the rest come from ``job``)."""
     drawing = "batchlab.ui.pipeline.draw_tradeoff_explorer"
 
     def __init__(self, curve: RateCurve, job: Job = CASE_STUDY.job) -> None:
@@ -108,8 +116,7 @@ class TradeoffExplorer(Explorer):
         self.make = JobMaker(self._build)
 
     def initial_values(self) -> dict:
-        return {n: getattr(self.job, n) for n in ("global_batch", "micro_batch_size", "pipeline_stages",
-                                                   "data_parallel", "schedule")}
+        return {n: getattr(self.job, n) for n in self.VALUES}
 
     def _build(self, values: dict) -> Job:
         """The job these values describe (the job's checks refuse an invalid one: ValueError); ``make``
@@ -129,7 +136,9 @@ class TradeoffExplorer(Explorer):
             counts("micro_batch_size", "微批次大小"),
             counts("pipeline_stages", "流水线阶段数 (PP)"),
             counts("data_parallel", "数据并行度 (DP)"),
-            Control("schedule", "流水线调度", "buttons", options=tuple((label, key) for key, label in SCHEDULES.items())),
+            Control("schedule", "流水线调度", "buttons", options=tuple((label, key) for key, label in SCHEDULES.items()),
+                    wide=True),  # four buttons: a whole row, not wrapped in half of one
+            chunk_control(self.make, values, "虚拟阶段数 (v)", layers),
         ]
 
     def follow(self, values: dict, changed: str) -> dict:

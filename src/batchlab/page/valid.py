@@ -4,8 +4,8 @@ never lands on a refusal by dragging a slider (issue 29: 60 of the memory explor
 positions were refused).
 
 Validity is the job's own: each candidate is tried by making the job (``make``), whose checks are the one
-place the rules live (m = G / (b·d) whole, 1F1B's m ≥ p, no more stages than layers); nothing here restates
-a rule. Making a job costs ~25 µs here, a few times that in the page's Pyodide, and a control tries at
+place the rules live (m = G / (b·d) whole, 1F1B's m ≥ p, no more stages than layers, interleaving's m a
+multiple of p and the layers in p·v chunks, heads divisible by t); nothing here restates a rule. Making a job costs ~25 µs here, a few times that in the page's Pyodide, and a control tries at
 most a few hundred candidates (the divisors of the global batch; the model's layers).
 """
 from __future__ import annotations
@@ -14,12 +14,21 @@ from itertools import permutations
 from typing import Callable, Iterable
 
 from batchlab.formulas.job import LIMITS, Job
+from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.page.spec import Control
 
-__all__ = ["divisors", "candidates", "valid_values", "nearest", "settle", "count_control", "COUNTS", "JobMaker"]
+__all__ = ["divisors", "candidates", "valid_values", "nearest", "settle", "count_control", "chunk_control", "COUNTS",
+           "SCHEDULE_PREFERENCE", "JobMaker"]
 
-COUNTS = ("micro_batch_size", "pipeline_stages", "data_parallel")
-"""The counts a job's validity ties together, in the order :func:`settle` prefers to move them."""
+COUNTS = ("virtual_stages", "micro_batch_size", "pipeline_stages", "data_parallel", "tensor_parallel")
+"""The counts a job's validity ties together, in the order :func:`settle` prefers to move them (an explorer
+without one of them leaves it out). The virtual stages first: a schedule or stage count they no longer fit
+moves them, not the reader's batch; the tensor-parallel degree last (only a new model's heads refuse it)."""
+SCHEDULE_PREFERENCE = ("1f1b", "interleaved-1f1b", "zero-bubble", "gpipe")
+"""The schedules a new virtual-stage count moves to, in turn, when the reader's schedule cannot hold it (v ≥ 2
+under 1F1B: interleaved 1F1B; v = 1 under interleaving: 1F1B, the lecture's): the first that makes a job."""
+TENSOR_PARALLEL_TRIED = 64
+"""The tensor-parallel degrees a control tries, 1 … this: more than any preset's heads (gpt2-xl has 25)."""
 
 
 class JobMaker:
@@ -61,9 +70,14 @@ def divisors(n: int) -> list[int]:
 def candidates(name: str, values: dict, layers: int) -> list[int]:
     """The values of count ``name`` worth trying: for the micro-batch size and the data parallelism the
     divisors of the global batch over the other of the two (any other leaves m fractional), 1 … ``layers``
-    for the stages. The job decides which of them are valid."""
+    for the stages, 1 … min(``layers``, the limit) for the virtual stages, 1 … :data:`TENSOR_PARALLEL_TRIED`
+    for the tensor-parallel degree. The job decides which of them are valid."""
     if name == "pipeline_stages":
         return list(range(1, layers + 1))
+    if name == "virtual_stages":
+        return list(range(1, min(layers, LIMITS["virtual_stages"][1]) + 1))
+    if name == "tensor_parallel":
+        return list(range(1, TENSOR_PARALLEL_TRIED + 1))
     batch = values.get("global_batch")
     if not (isinstance(batch, int) and not isinstance(batch, bool) and 1 <= batch <= LIMITS["global_batch"][1]):
         return [1]  # a refused batch: the explorer's refusal names it
@@ -101,14 +115,26 @@ def settle(make: Callable[[dict], Job], values: dict, changed: str, layers: int)
         return dict(values)
     except (ValueError, TypeError, KeyError):
         pass
+    if changed == "virtual_stages" and values.get("schedule") in SCHEDULES:  # the schedule that holds v chunks
+        for schedule in (values["schedule"], *SCHEDULE_PREFERENCE):
+            try:
+                make({**values, "schedule": schedule})
+                return {**values, "schedule": schedule}
+            except (ValueError, TypeError, KeyError):
+                continue
     free = [n for n in COUNTS if n != changed and n in values]
     for size in (1, 2):
         for names in permutations(free, size):
             found = _fix(make, dict(values), list(names), layers)
             if found is not None:
                 return found
-    # every free count from 1 (m = G / (1·1) ≥ 1 = p is always a job), then each as near the reader's as it goes
+    # every free count from 1 (m = G / (1·1) ≥ 1 = p is a job of one chunk per device), but the virtual
+    # stages at their smallest valid value (an interleaved schedule needs v ≥ 2); then each as near the
+    # reader's as it goes
     settled = {**values, **{n: 1 for n in free}}
+    if "virtual_stages" in free:
+        chunks = valid_values(make, settled, "virtual_stages", candidates("virtual_stages", settled, layers))
+        settled["virtual_stages"] = chunks[0] if chunks else 1
     try:
         make(settled)
     except (ValueError, TypeError, KeyError):
@@ -150,3 +176,17 @@ def count_control(make: Callable[[dict], Job], values: dict, name: str, label: s
     if now not in options and isinstance(now, int) and not isinstance(now, bool):
         options = sorted({*options, now})
     return Control(name, label, "steps", options=tuple((str(v), v) for v in options or [1]), wide=wide)
+
+
+def chunk_control(make: Callable[[dict], Job], values: dict, label: str, layers: int, wide: bool = False) -> Control:
+    """The control of the virtual stages (model chunks per device): a slider over the counts that make a valid
+    job with the other values under some schedule (1 under GPipe and 1F1B, v ≥ 2 interleaved, 2 for ZB-V), so
+    a count the reader's schedule cannot hold is offered too, and :func:`settle` moves the schedule to one that
+    can (:data:`SCHEDULE_PREFERENCE`)."""
+    tried = candidates("virtual_stages", values, layers)
+    options = sorted({v for schedule in SCHEDULES
+                      for v in valid_values(make, {**values, "schedule": schedule}, "virtual_stages", tried)})
+    now = values.get("virtual_stages")
+    if now not in options and isinstance(now, int) and not isinstance(now, bool):
+        options = sorted({*options, now})
+    return Control("virtual_stages", label, "steps", options=tuple((str(v), v) for v in options or [1]), wide=wide)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 from matplotlib.ticker import NullLocator
 
 from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, pipeline_timeline
+from batchlab.formulas.tune import schedule_label
 from batchlab.page.colours import PALETTE
 from batchlab.page.tradeoff import TradeoffView
 from batchlab.ui.style import check_layout, clear_artists, explorer_panels, figure_width, new_axes, phone_title
@@ -247,19 +248,19 @@ def draw_tradeoff_explorer(figure: "Figure", view: TradeoffView, layout: str = "
         clear_artists(ax)
     job, step = view.job, view.step
     plot_tradeoff(view.tuned["candidates"], job.micro_batch_size, ax=left, layout=layout)
-    p, m = job.pipeline_stages, step.num_microbatches
-    if 2 * p * m <= MAX_DRAWN_OPS:
+    p, m, v = job.pipeline_stages, step.num_microbatches, job.virtual_stages
+    if 2 * p * m * v <= MAX_DRAWN_OPS:
         right.set_axis_on()
-        forward = step.slot_seconds / (1 + BACKWARD_PER_FORWARD)
+        forward = step.slot_seconds / (1 + BACKWARD_PER_FORWARD) / v  # one chunk's: 1/v of the stage's
         timeline = pipeline_timeline(job.schedule, p, m, forward_time=forward,
-                                     backward_time=BACKWARD_PER_FORWARD * forward)
+                                     backward_time=BACKWARD_PER_FORWARD * forward, virtual_stages=v)
         plot_pipeline_timeline(timeline, ax=right, unit="模型估计的时间（秒）", labels=False,
-                               title=f"{SCHEDULES[job.schedule]}：m = {m}，气泡 {timeline.idle_fraction:.1%}",
+                               title=f"{schedule_label(job.schedule, v)}：m = {m}，气泡 {timeline.idle_fraction:.1%}",
                                layout=layout)
     else:  # thousands of bars say nothing at this size, and take seconds to draw
         right.set_axis_off()
-        right.text(0.5, 0.5, f"m = {m:,} 个微批次：\n时间线太长，不画\n气泡占比按公式\n(p - 1)/(m + p - 1) = "
-                   f"{step.bubble_fraction:.2%}", ha="center", va="center", transform=right.transAxes)
+        right.text(0.5, 0.5, f"m = {m:,} 个微批次：\n时间线太长，不画\n{schedule_label(job.schedule, v)} "
+                   f"的气泡占比按公式\n= {step.bubble_fraction:.2%}", ha="center", va="center", transform=right.transAxes)
     if not phone:
         figure.subplots_adjust(**_TRADEOFF_MARGINS)
     figure.canvas.draw()
