@@ -23,7 +23,8 @@ REPLAN_MODEL = get_config("gpt2-xl", n_head=32)
 ASSUMED_LINK_BANDWIDTHS: tuple[float, float] = (50e9, 200e9)
 """Two ASSUMED bytes/s one 910B sends to its tensor-parallel partner, per direction. No source this book
 opened gives the 910B's card-to-card bandwidth (its device preset has none), so the chapter shows both ends of
-this range and says that they are assumptions, not figures: a reader with a measured value passes it instead."""
+this range and says that they are assumptions, not figures: a reader with a measured value passes it instead.
+For scale only: the A100 preset's sourced NVLink figure is 300 GB/s each way."""
 
 HYPOTHETICAL_CURVE = RateCurve((1024, 2048, 4096, 8192), (1.0e14, 2.0e14, 2.24e14, 2.24e14), "假想的速率曲线")
 """A made-up device, neither the 910B nor a measurement: its matmul rate doubles from M = 1024 to 2048 rows and
