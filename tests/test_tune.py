@@ -315,9 +315,11 @@ def test_the_reason_names_the_bubble_or_the_memory_that_decided():
     interleaved = _entry("interleaved-1f1b", 2, (1, 0.045, 0.6, 110.0))
     zbv = _entry("zero-bubble", 2, (1, 0.015, 1.3, 120.0))
     said = schedule_reason(own, interleaved, zbv)
-    assert said == ("同样 m = 32 个微批次（微批次大小 1），交错式 1F1B（v = 2）把气泡从 8.6% 降到 4.5%，模型估计吞吐高 10.0%；"
-                    "零气泡（v = 2）用微批次大小 1 的模型吞吐更高，但显存放不下（最满的阶段占 130%）")
-    assert schedule_reason(own, interleaved, None).endswith("高 10.0%")  # nothing ruled out: no memory clause
+    assert said == ("同样 m = 32 个微批次（微批次大小 1），交错式 1F1B（v = 2）把气泡从 8.6% 降到 4.5%，模型估计吞吐高 10.0%"
+                    "（模型不计点对点通信：v = 2 时每步的点对点消息是 1F1B 的 2 倍，要实测再定）；零气泡（v = 2）用微批次大小 1 的模型吞吐更高，但显存放不下（最满的阶段占 130%）")
+    # nothing ruled out: no memory clause, only what the model leaves out of interleaving
+    assert schedule_reason(own, interleaved, None).endswith("高 10.0%（模型不计点对点通信：v = 2 时每步的点对点消息是 1F1B 的 2 倍，要实测再定）")
+    assert schedule_reason(own, _entry("zero-bubble", 1, (1, 0.03, 0.5, 105.0)), None).endswith("（模型不计拆分反向的额外开销：B 与 W 分两次算，要实测再定）")
     assert schedule_reason(own, own, None) == "1F1B 已是模型下最快且放得下的调度（微批次大小 1）"
     assert schedule_reason(own, None, None) is None
     other_size = _entry("interleaved-1f1b", 2, (4, 0.1, 0.6, 105.0))

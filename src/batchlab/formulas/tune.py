@@ -144,6 +144,16 @@ def _spaced(label: str) -> str:
     return label + " " if label[-1].isascii() else label
 
 
+def _unmodelled(entry: dict) -> str:
+    """What the step model leaves out that grows with ``entry``'s schedule, so a win by a few per cent is read as
+    modelled, not measured: interleaving's v-fold point-to-point messages, zero bubble's split backward."""
+    if entry["schedule"] == "interleaved-1f1b":
+        return f"（模型不计点对点通信：v = {entry['virtual_stages']} 时每步的点对点消息是 1F1B 的 {entry['virtual_stages']} 倍，要实测再定）"
+    if entry["schedule"] == "zero-bubble":
+        return "（模型不计拆分反向的额外开销：B 与 W 分两次算，要实测再定）"
+    return ""
+
+
 def schedule_reason(own: dict, winner: dict | None, faster_unfit: dict | None) -> str | None:
     """Why ``winner`` (an entry of :func:`tune`'s ``schedules``) won over the job's ``own`` entry, in one
     Chinese sentence: the bubble at the same m (or each at its best micro-batch), or that its own schedule
@@ -160,6 +170,7 @@ def schedule_reason(own: dict, winner: dict | None, faster_unfit: dict | None) -
                  f"{faster_unfit['fastest']['peak_memory_fraction']:.0%}）")
     if winner is own:
         return f"{name_}已是模型下最快且放得下的调度（微批次大小 {best['micro_batch_size']}）{ruled_out}"
+    ruled_out = _unmodelled(winner) + ruled_out
     own_name = _spaced(schedule_label(own["schedule"], own["virtual_stages"]))
     if own["recommended"] is None:
         return (f"{own_name}下没有放得下的微批次大小；{name_}用微批次大小 {best['micro_batch_size']} 放得下"
