@@ -102,6 +102,8 @@ REFUSED_FOR = {
     "interleaved: 64 chunks × 16 stages × 2²⁰ micro-batches": None,
     "zero-bubble run over 2¹⁷ micro-batches": "前向和反向操作数",
     "tune: every schedule and v over 1,024 layers": None,
+    "plan: a ramp of 2²⁰ stages": "爬升阶段数 (global_batch − rampup_start) / rampup_increment + 1 = 1048576 超过了 上限",
+    "plan: a ramp of 1,024 stages to 2²⁰ micro-batches under ZB-V": None,
     "plan: t · p · d · cp = 6·10⁸ devices": None,
     "bench-matmul: 20,000 values of m": "要测的 m 的个数",
     "bench-matmul: 2,000 × m = 1": "要测的 m 的个数",

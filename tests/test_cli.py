@@ -384,3 +384,57 @@ def test_pipeline_runs_interleaved_1f1b_on_processes(capsys):
     assert out["run"] == "distributed" and out["modelled"] is None and out["step_time_unit"] == "seconds"
     assert len(out["peak_in_flight"]) == 2 and out["peak_in_flight_unit"] == "chunks of 1 layer"
     assert 0 < out["bubble_fraction"] < 1 and out["estimated_cost"] is not None
+
+
+RAMP = ["plan", "--global-batch", "64", "--micro-batch", "2", "--pipeline-stages", "4", "--data-parallel", "2"]
+
+
+def test_plan_lists_the_ramp_stages_the_formula_lists(capsys):
+    """``--rampup-batch-size`` prints the ramp of :func:`batchlab.formulas.rampup.ramp_stages` under the job the
+    other flags describe: the lecture's case ramps 16 → 64 and its 1F1B bubble falls 42.9% → 15.8%."""
+    from batchlab.apps.cli import build_parser
+    from batchlab.apps.job_commands import job_from_args
+    from batchlab.formulas.rampup import Rampup, ramp_stages
+
+    out = run_json([*RAMP, "--rampup-batch-size", "16", "16", "6000", "--json"], capsys)
+    expected = ramp_stages(job_from_args(build_parser().parse_args(RAMP)), Rampup(16, 16, 6000, 64))
+    assert out["rampup"]["stages"] == [stage.to_dict() for stage in expected]
+    assert [s["num_microbatches"] for s in out["rampup"]["stages"]] == [4, 8, 12, 16]
+    assert out["bubble_fraction"] == out["rampup"]["stages"][-1]["bubble_fraction"]  # the target is the plan
+    assert main(RAMP + ["--rampup-batch-size", "16", "16", "6000"]) == 0
+    text = capsys.readouterr().out
+    assert "ramp-up          --rampup-batch-size 16 16 6000: 4 stages" in text
+    assert "     16             0         2,000        125       4   42.9%" in text
+    assert "     64         6,000    (the rest)                 16   15.8%" in text
+    assert main(RAMP + ["--rampup-batch-size", "4", "2", "6000"]) == 0  # a stage the job refuses: its own line
+    text = capsys.readouterr().out
+    assert "      8           400           200         25       2  refused: num_microbatches = 2：1F1B 要求" in text
+    assert "global_batch = 6 不能被 micro_batch_size × data_parallel = 2 × 2 = 4 整除" in text
+    assert "rampup" not in run_json([*RAMP, "--json"], capsys)  # without the flag, no ramp
+
+
+@pytest.mark.parametrize("values, reason", [
+    (["100", "16", "6000"], "rampup_start = 100：爬升的起始批次必须小于目标 global_batch = 64"),
+    (["64", "16", "6000"], "rampup_start = 64：爬升的起始批次必须小于目标 global_batch = 64"),
+    (["16", "7", "6000"], "global_batch − rampup_start = 48 不能被 rampup_increment = 7 整除"),
+    (["0", "16", "6000"], "rampup_start = 0：必须是 ≥ 1 的整数"),
+    (["16", "-1", "6000"], "rampup_increment = -1：必须是 ≥ 1 的整数"),
+    (["16", "16", "0"], "rampup_samples = 0：必须是 ≥ 1 的整数"),
+    (["16", "16", str(10**30)], "rampup_samples = 1000000000000000000000000000000 超过了 上限 = 9007199254740992"),
+    (["16", "16", "nan"], "--rampup-batch-size 的值 'nan' 不是整数"),
+    (["16", "abc", "6000"], "--rampup-batch-size 的值 'abc' 不是整数"),
+    (["16", "16"], "--rampup-batch-size 需要 3 个值"),
+    (["16", "16", "6000", "1"], "不认识的参数 1"),
+])
+def test_a_hostile_ramp_is_refused_in_one_line(values, reason):
+    proc = subprocess.run([sys.executable, "-m", "batchlab", *RAMP, "--rampup-batch-size", *values],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and reason in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_ramp_of_too_many_stages_is_refused_in_one_line(capsys):
+    argv = ["plan", "--global-batch", "1048576", "--micro-batch", "1", "--rampup-batch-size", "1", "1", "1000"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "爬升阶段数 (global_batch − rampup_start) / rampup_increment + 1 = 1048576 超过了 上限 = 1024" in err

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HOSTILE", "BASE", "FLAGS", "RUN_FLAGS", "COMBINED", "flag_cases", "Answer", "answer", "control_values"]
+__all__ = ["HOSTILE", "BASE", "FLAGS", "MULTI", "RUN_FLAGS", "COMBINED", "flag_cases", "Answer", "answer", "control_values"]
 
 HOSTILE = ["0", "-1", "1", "3", "7", "1000", str(2**31), str(2**63), "1e30", "1e-10", "nan", "inf", "-inf", "abc"]
 """Values a reader (or a script) may type for a number."""
@@ -43,6 +43,9 @@ FLAGS = {
     "bench-matmul": ["--m", "--k", "--n", "--repeats", "--min-seconds"],
     "grade": ["--timeout", "--notebook-timeout"],
 }
+MULTI = {"plan": {"--rampup-batch-size": ("16", "16", "6000")}}
+"""Flags that take several numbers, with a working value of each: :func:`flag_cases` puts every hostile value (and
+10³⁰ written out) in each place in turn, the others at their working value."""
 RUN_FLAGS = ("--seq-len", "--d-model", "--n-layer", "--dropout")
 """Pipeline flags that only matter to a measured run: their cases add ``--run local``."""
 
@@ -87,6 +90,12 @@ COMBINED: dict[str, list[str]] = {
                                                "--global-batch", "131072", "--run", "distributed", *_TINY],
     "tune: every schedule and v over 1,024 layers": ["tune", "--model", "tiny", "--n-layer", "1024", "--d-model",
                                                      "4", "--global-batch", "720720", "--pipeline-stages", "64"],
+    # issue 31: a ramp's stages are one job each
+    "plan: a ramp of 2²⁰ stages": ["plan", "--global-batch", "1048576", "--micro-batch", "1",
+                                  "--rampup-batch-size", "1", "1", "1000"],
+    "plan: a ramp of 1,024 stages to 2²⁰ micro-batches under ZB-V": [
+        "plan", "--global-batch", "1048576", "--micro-batch", "1", "--pipeline-stages", "48", "--n-layer", "96",
+        "--schedule", "zero-bubble", "--virtual-stages", "2", "--rampup-batch-size", "1024", "1024", str(2**53)],
     "plan: t · p · d · cp = 6·10⁸ devices": ["plan", "--global-batch", "1048576", "--micro-batch", "1",
                                             "--data-parallel", "1024", "--pipeline-stages", "48", "--tensor-parallel",
                                             "25", "--context-parallel", "512", "--sequence-parallel"],
@@ -110,7 +119,8 @@ def _class_dir() -> str:
 
 
 def flag_cases() -> list[tuple[str, str, str, list[str]]]:
-    """(command, flag, value, argv) for every flag of :data:`FLAGS` and value of :data:`HOSTILE`."""
+    """(command, flag, value, argv) for every flag of :data:`FLAGS` and value of :data:`HOSTILE`, and every place
+    of a :data:`MULTI` flag (its value: the numbers it got)."""
     cases = []
     for command, flags in FLAGS.items():
         for flag in flags:
@@ -123,6 +133,12 @@ def flag_cases() -> list[tuple[str, str, str, list[str]]]:
                 del base[i:j]
             extra = ["--run", "local"] if command == "pipeline" and flag in RUN_FLAGS else []
             cases += [(command, flag, value, [command, *base, *extra, flag, value]) for value in HOSTILE]
+    for command, flags in MULTI.items():
+        for flag, working in flags.items():
+            for place in range(len(working)):
+                for value in [*HOSTILE, str(10**30)]:
+                    values = [*working[:place], value, *working[place + 1:]]
+                    cases.append((command, flag, " ".join(values), [command, *BASE[command], flag, *values]))
     return cases
 
 

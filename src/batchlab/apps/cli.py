@@ -47,6 +47,7 @@ _ARGPARSE_ZH: tuple[tuple[re.Pattern, str], ...] = (
      "{a} = {v}：只能取 {c} 之一"),
     (re.compile(r"argument (?P<a>\S+): expected one argument"), "{a} 需要一个值"),
     (re.compile(r"argument (?P<a>\S+): expected at least one argument"), "{a} 至少需要一个值"),
+    (re.compile(r"argument (?P<a>\S+): expected (?P<n>\d+) arguments"), "{a} 需要 {n} 个值"),
     (re.compile(r"the following arguments are required: (?P<a>.+)"), "缺少参数 {a}"),
     (re.compile(r"unrecognized arguments: (?P<a>.+)"), "不认识的参数 {a}"),
     (re.compile(r"argument (?P<a>\S+): (?P<m>.+)"), "{a}：{m}"),

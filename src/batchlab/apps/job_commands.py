@@ -16,6 +16,7 @@ from batchlab.formulas.memory import activation_basis, stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES, bubble_fraction
 from batchlab.formulas.precision import PRECISIONS
 from batchlab.formulas.presets import PRESETS, count_params, get_config
+from batchlab.formulas.rampup import RAMP_STAGES_LIMIT, Rampup, ramp_stages
 from batchlab.formulas.roofline import DEVICE_PRESETS, roofline_curve
 from batchlab.formulas.throughput import mfu, model_flops_per_token
 from batchlab.formulas.tune import tune
@@ -24,7 +25,7 @@ from batchlab.page.numbers import throughput
 
 __all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "JOB_FLAGS", "MODEL_LIMITS", "job_arguments", "job_from_args",
            "device_figures", "schedule_bubble", "schedule_name", "devices_text",
-           "plan_arguments", "plan", "plan_report", "plan_text", "tune_arguments", "tune_report", "tune_command",
+           "plan_arguments", "plan", "plan_report", "rampup_report", "plan_text", "tune_arguments", "tune_report", "tune_command",
            "tune_text"]
 
 _NPU = DEVICE_PRESETS["ascend-910b"]
@@ -195,11 +196,46 @@ def plan_arguments(parser: argparse.ArgumentParser) -> None:
     utilization.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_FLOPS / 1e12,
                              help=f"per-device peak TFLOPS (default {DEFAULT_PEAK_FLOPS / 1e12:g}, the low end "
                                   "of the Ascend 910B preset)")
+    parser.add_argument("--rampup-batch-size", type=int, nargs=3, default=None,
+                        metavar=("START", "INCREMENT", "SAMPLES"),
+                        help="Megatron-LM's batch ramp-up: grow the global batch from START by INCREMENT over SAMPLES "
+                             "consumed samples up to --global-batch; lists each stage's batch, micro-batches and "
+                             f"bubble under this job (at most {RAMP_STAGES_LIMIT} stages)")
+
+
+def rampup_report(job: Job, start: int, increment: int, ramp_samples: int) -> dict:
+    """The ramp ``--rampup-batch-size start increment ramp_samples`` up to ``job``'s global batch, stage by stage
+    under its pipeline (:func:`~batchlab.formulas.rampup.ramp_stages`). Raises ValueError on an invalid ramp."""
+    ramp = Rampup(start, increment, ramp_samples, job.global_batch)
+    return {"start": ramp.start, "increment": ramp.increment, "ramp_samples": ramp.ramp_samples,
+            "samples_per_increment": ramp.samples_per_increment,
+            "stages": [stage.to_dict() for stage in ramp_stages(job, ramp)]}
 
 
 def plan(args: argparse.Namespace) -> dict:
-    return plan_report(job_from_args(args), args.grad_accum, args.tokens_per_second,
-                       positive("peak_tflops", args.peak_tflops) * 1e12)
+    job = job_from_args(args)
+    report = plan_report(job, args.grad_accum, args.tokens_per_second, positive("peak_tflops", args.peak_tflops) * 1e12)
+    if args.rampup_batch_size is not None:
+        report["rampup"] = rampup_report(job, *args.rampup_batch_size)
+    return report
+
+
+def _rampup_text(ramp: dict) -> list[str]:
+    """The ramp's stages as a table: batch, the consumed samples it covers, the steps run at it, m and the
+    bubble, or the job's line refusing that batch."""
+    last = ramp["stages"][-1]
+    lines = ["", f"ramp-up          --rampup-batch-size {ramp['start']} {ramp['increment']} {ramp['ramp_samples']}: "
+             f"{len(ramp['stages'])} stages, {ramp['samples_per_increment']:,.6g} samples per increment, "
+             f"global batch {last['global_batch']} from sample {last['first_sample']:,} (Megatron-LM's reading)",
+             f"{'batch':>7} {'from sample':>13} {'samples':>13} {'steps':>10} {'m':>7} {'bubble':>7}"]
+    for stage in ramp["stages"]:
+        m = "-" if stage["num_microbatches"] is None else f"{stage['num_microbatches']:,}"
+        row = (f"{stage['global_batch']:>7,} {stage['first_sample']:>13,} "
+               + (f"{'(the rest)':>13} {'':>10}" if stage["samples"] is None else
+                  f"{stage['samples']:>13,} {stage['steps']:>10,}") + f" {m:>7}")
+        lines.append(row + (f" {stage['bubble_fraction']:>7.1%}" if stage["refusal"] is None else
+                            f"  refused: {stage['refusal']}"))
+    return lines
 
 
 def plan_text(report: dict) -> str:
@@ -239,6 +275,8 @@ def plan_text(report: dict) -> str:
     if report["mfu"] is not None:
         lines.append(f"mfu              {report['mfu']:.1%}  = {throughput(report['tokens_per_second'])} × FLOPs/token "
                      f"/ ({report['devices']} × {report['peak_flops'] / 1e12:g} TFLOPS)")
+    if "rampup" in report:
+        lines += _rampup_text(report["rampup"])
     return "\n".join(lines)
 
 
