@@ -31,7 +31,7 @@ from batchlab.formulas.pipeline_schedules import pipeline_timeline  # noqa: E402
 from batchlab.formulas.roofline import RateCurve  # noqa: E402
 from batchlab.formulas.tune import tune  # noqa: E402
 from batchlab.lecture.case import CASE_STUDY  # noqa: E402
-from batchlab.ui import convergence, diagrams, efficiency, memory, misconceptions, noise, pipeline, style  # noqa: E402
+from batchlab.ui import convergence, diagrams, efficiency, memory, misconceptions, noise, pipeline, schedules, style  # noqa: E402,E501
 from booktools import ROOT  # noqa: E402
 
 SMALLEST_FONT_PT = 8.5
@@ -173,6 +173,11 @@ FIGURES = {
     "pipeline.plot_pipeline_timelines": lambda layout: pipeline.plot_pipeline_timelines(
         [pipeline_timeline(s, 4, 8) for s in ("gpipe", "1f1b")], layout=layout),
     "pipeline.plot_schedule_comparison": lambda layout: pipeline.plot_schedule_comparison(4, 8, layout=layout),
+    "schedules.plot_schedule_runs": lambda layout: schedules.plot_schedule_runs(
+        [pipeline_timeline(s, 4, 8, 1 / v, 2 / v, virtual_stages=v) for s, v in (("interleaved-1f1b", 2),
+                                                                                 ("zero-bubble", 1))],
+        ["交错式 1F1B（v = 2），多进程实测：气泡占比 28.9%", "零气泡（ZB-H1），多进程实测：气泡占比 18.6%"], ["秒"] * 2,
+        layout=layout),
     "pipeline.plot_tradeoff": lambda layout: pipeline.plot_tradeoff(
         tune(CASE_STUDY.job, CURVE)["candidates"], 2, layout=layout),
     "efficiency.plot_matmul_rates": lambda layout: efficiency.plot_matmul_rates(matmul_reports(), layout=layout),
@@ -208,7 +213,7 @@ def explorers() -> dict:
 
 def test_every_figure_function_of_ui_is_checked_here():
     functions = {f"{module.__name__.rsplit('.', 1)[1]}.{name}"
-                 for module in (convergence, efficiency, memory, misconceptions, noise, pipeline)
+                 for module in (convergence, efficiency, memory, misconceptions, noise, pipeline, schedules)
                  for name in dir(module) if name.startswith("plot_") and callable(getattr(module, name))}
     functions.add("diagrams.draw_batch_anatomy")
     assert functions == set(FIGURES), "a figure function without a legibility check (or a stale one)"

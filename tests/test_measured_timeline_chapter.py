@@ -16,10 +16,10 @@ LINE = re.compile(r"^(?P<panel>[^：]+)：最慢的算子是同段同类中位�
                   r"离群算子（> (?P<factor>[\d.]+) 倍）(?P<count>\d+) 个$")
 
 
-def stored_outlier_lines() -> list[re.Match]:
+def stored_outlier_lines(cell_id: str = "timeline-outliers") -> list[re.Match]:
     """The lines of the chapter's stored output that report outliers, one per measured panel."""
     nb = nbformat.read(CHAPTER, as_version=4)
-    cell = next(c for c in nb.cells if c.get("id") == "timeline-outliers")
+    cell = next(c for c in nb.cells if c.get("id") == cell_id)
     text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
     return [m for m in map(LINE.match, text.splitlines()) if m]
 
@@ -29,6 +29,14 @@ def test_the_stored_measured_timelines_have_no_outlier_op():
     assert len(lines) == 2, "4.4 应为两条实测时间线（单进程重排、多进程）各打印一行离群算子检查"
     for line in lines:
         assert float(line["factor"]) == OUTLIER_FACTOR
+        assert int(line["count"]) == 0 and float(line["ratio"]) <= OUTLIER_FACTOR, line.group(0)
+
+
+def test_the_stored_interleaved_and_zero_bubble_timelines_have_no_outlier_op():
+    """The same check on the section beyond the lecture: interleaved 1F1B and ZB-H1 on the real engine."""
+    lines = stored_outlier_lines("schedule-outliers")
+    assert len(lines) == 2, "4.4 应为交错式 1F1B 与零气泡两条实测时间线各打印一行离群算子检查"
+    for line in lines:
         assert int(line["count"]) == 0 and float(line["ratio"]) <= OUTLIER_FACTOR, line.group(0)
 
 
