@@ -13,17 +13,29 @@ batch, the two agree to float rounding. Three things break the equality, each sh
   differently (the update differs by noise of the same size as between two seeds, not by a bias);
 * a loss averaged per micro-batch when micro-batches hold different numbers of real tokens
   (:func:`mask_after`, padding marked with :data:`IGNORE_INDEX`).
+
+A fourth needs no change of model or loss, only of the gradient buffer's precision: summed in bfloat16, every
+addition rounds the running sum, and the error grows with the number of micro-batches m.
+:func:`accumulation_error` measures it beside fp32, a Kahan-compensated bf16 sum and fp32 main gradients
+(:data:`~batchlab.lecture.accumulation_precision.ACCUMULATORS`), :func:`allreduce_error` the same for a
+data-parallel all-reduce over d replicas, and :func:`accumulation_training` what it does to a short run;
+:mod:`batchlab.lecture.accumulation_precision` states the criterion that judges them.
 """
 from __future__ import annotations
+
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
 
 from batchlab.formulas.batching import token_weights
-from batchlab.formulas.checks import divides, whole
+from batchlab.formulas.checks import divides, one_of, whole
+from batchlab.lecture.accumulation_precision import ACCUMULATORS
 from batchlab.measure.model import IGNORE_INDEX, next_token_loss
+from batchlab.measure.train import make_optimizer
 
-__all__ = ["BatchNormLM", "mask_after", "random_lengths", "batch_gradients", "relative_gap"]
+__all__ = ["BatchNormLM", "mask_after", "random_lengths", "batch_gradients", "relative_gap", "microbatch_gradients",
+           "accumulate", "accumulation_error", "allreduce_error", "accumulation_training"]
 
 
 class BatchNormLM(nn.Module):
@@ -100,3 +112,138 @@ def relative_gap(grads: dict[str, torch.Tensor], reference: dict[str, torch.Tens
     diff = max(float((grads[n] - reference[n]).abs().max()) for n in reference)
     scale = max(float(reference[n].abs().max()) for n in reference)
     return diff / scale if scale > 0 else diff
+
+
+# ── Accumulation in bf16 (4.6 beside 4.3's bytes): what the fp32 main gradients buy ─────────────────────────
+
+def microbatch_gradients(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
+                         num_microbatches: int) -> tuple[torch.Tensor, list[int]]:
+    """Each micro-batch's gradient, computed once in the model's dtype (fp32 here): a [num_microbatches, P]
+    tensor whose row i is micro-batch i's :func:`batch_gradients` (the mean over its real tokens), every
+    parameter flattened in ``named_parameters`` order, and the number of real tokens of each micro-batch."""
+    k = whole("num_microbatches", num_microbatches)
+    divides("batch", inputs.shape[0], "num_microbatches", k)
+    rows, tokens = [], []
+    for x, y in zip(inputs.tensor_split(k), targets.tensor_split(k)):
+        grads = batch_gradients(model, x, y)
+        rows.append(torch.cat([g.reshape(-1) for g in grads.values()]))
+        tokens.append(int((y != IGNORE_INDEX).sum()))
+    return torch.stack(rows), tokens
+
+
+def _weighted(rows: torch.Tensor, tokens: list[int]) -> torch.Tensor:
+    """Micro-batch mean gradients (rows) as the terms of the batch's gradient: row i times its tokens' share,
+    n_i × :func:`~batchlab.formulas.batching.token_weights` (1/m for m equal micro-batches: exact in binary
+    when m is a power of two)."""
+    shares = [w * n for w, n in zip(token_weights(tokens), tokens)]
+    return rows * torch.tensor(shares, dtype=rows.dtype, device=rows.device).unsqueeze(1)
+
+
+def _add(total: torch.Tensor, compensation: torch.Tensor | None, term: torch.Tensor) -> torch.Tensor | None:
+    """``total += term`` in ``total``'s dtype (one rounding per entry); with ``compensation``, Kahan's
+    compensated step in that same dtype. Returns the new compensation."""
+    if compensation is None:
+        total.add_(term)
+        return None
+    y = term - compensation
+    new = total + y
+    compensation = (new - total) - y   # what the rounding of total + y lost, with its sign flipped
+    total.copy_(new)
+    return compensation
+
+
+def accumulate(terms: torch.Tensor, accumulator: str, order: str = "sequential") -> torch.Tensor:
+    """The sum of the rows of ``terms`` [n, P] (float32) as ``accumulator`` computes it
+    (:data:`~batchlab.lecture.accumulation_precision.ACCUMULATORS`): each term is first rounded to the
+    accumulator's gradient dtype (what a bf16 backward hands over), then added in the buffer's dtype.
+    ``order``: ``"sequential"`` adds row 0, 1, …, n−1 (accumulation over micro-batches); ``"ring"`` cuts
+    the P entries into n chunks and sums chunk j around a ring of n ranks starting at rank j+1, as a ring
+    all-reduce's reduce-scatter does (its all-gather only copies). Returns the buffer's value in float32
+    (fp32 and bf16 are exact in it)."""
+    one_of("accumulator", accumulator, ACCUMULATORS)
+    one_of("order", order, ("sequential", "ring"))
+    gradient_dtype = getattr(torch, ACCUMULATORS[accumulator])
+    buffer_dtype = torch.float32 if accumulator in ("fp32", "bf16-fp32-main") else torch.bfloat16
+    terms = terms.to(gradient_dtype).to(buffer_dtype)       # the term's rounding, then exact in the buffer
+    n = terms.shape[0]
+    total = torch.zeros(terms.shape[1], dtype=buffer_dtype, device=terms.device)
+    kahan = accumulator == "bf16-kahan"
+    if order == "sequential":
+        chunks = [(slice(None), list(range(n)))]
+    else:
+        bounds = torch.arange(terms.shape[1]).tensor_split(n)
+        chunks = [(slice(int(b[0]), int(b[-1]) + 1), [(j + 1 + r) % n for r in range(n)])
+                  for j, b in enumerate(bounds) if len(b)]
+    for where, ranks in chunks:
+        part = total[where]
+        compensation = torch.zeros_like(part) if kahan else None
+        for rank in ranks:
+            compensation = _add(part, compensation, terms[rank, where])
+    return total.float()
+
+
+def accumulation_error(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
+                       counts: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), order: str = "sequential",
+                       accumulators: Sequence[str] = tuple(ACCUMULATORS)) -> dict[str, dict[int, float]]:
+    """The relative error (:func:`relative_gap`) of each accumulator's sum of m micro-batch gradients against
+    the float64 sum of the same float32 gradients, for m in ``counts``.
+
+    ``inputs``/``targets`` [batch, seq] are cut into max(counts) equal micro-batches whose gradients are
+    computed once in float32 (:func:`microbatch_gradients`); the batch of m micro-batches is the first m of
+    them, each weighed by :func:`batchlab.formulas.batching.token_weights` (1/m apiece when they hold equal
+    tokens). Only the summation differs between accumulators: the forward and backward passes' own
+    rounding is the same for all and left out on purpose. ``order="ring"`` measures a data-parallel
+    all-reduce over d = m replicas instead (:func:`accumulate`). Returns {accumulator: {m: error}}.
+    """
+    counts = [whole("count", m) for m in counts]
+    if not counts:
+        raise ValueError("counts 为空：至少需要一个微批次数")
+    rows, tokens = microbatch_gradients(model, inputs, targets, max(counts))
+    errors: dict[str, dict[int, float]] = {name: {} for name in accumulators}
+    for m in counts:
+        terms = _weighted(rows[:m], tokens[:m])
+        exact = {"g": terms.double().sum(0)}
+        for name in accumulators:
+            errors[name][m] = relative_gap({"g": accumulate(terms, name, order)}, exact)
+    return errors
+
+
+def allreduce_error(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
+                    replicas: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+                    accumulators: Sequence[str] = tuple(ACCUMULATORS)) -> dict[str, dict[int, float]]:
+    """:func:`accumulation_error` of a data-parallel all-reduce: d replicas, each with one micro-batch's
+    gradient (already divided by d, as Megatron-LM scales before reducing), summed in a ring's order."""
+    return accumulation_error(model, inputs, targets, replicas, order="ring", accumulators=accumulators)
+
+
+def accumulation_training(model_factory: Callable[[], nn.Module], inputs: torch.Tensor, targets: torch.Tensor,
+                          num_microbatches: int, micro_batch_size: int, steps: int, lr: float, optimizer: str = "adam",
+                          accumulators: Sequence[str] = tuple(ACCUMULATORS)) -> dict[str, list[float]]:
+    """A short training run per accumulator, alike in everything but the gradient buffer: the same model
+    (``model_factory()``, fp32 weights), the same batches (step s takes the s-th run of
+    ``num_microbatches`` × ``micro_batch_size`` rows of ``inputs``/``targets``, wrapping around), each
+    micro-batch's fp32 gradient rounded and added as :func:`accumulate` says, the buffer's value (in fp32)
+    handed to the optimizer.
+    Returns {accumulator: the loss of each step's batch, before its update}."""
+    k, steps = whole("num_microbatches", num_microbatches), whole("steps", steps)
+    batch = k * whole("micro_batch_size", micro_batch_size)
+    curves: dict[str, list[float]] = {}
+    for name in accumulators:
+        model = model_factory()
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = make_optimizer(optimizer, params, lr)
+        curves[name] = []
+        for step in range(steps):
+            start = (step * batch) % inputs.shape[0]
+            rows = torch.arange(start, start + batch) % inputs.shape[0]
+            x, y = inputs[rows], targets[rows]
+            grads, tokens = microbatch_gradients(model, x, y, k)
+            terms = _weighted(grads, tokens)
+            with torch.no_grad():
+                curves[name].append(float(next_token_loss(model(x), y)))
+                flat = accumulate(terms, name)
+                for p, g in zip(params, flat.split([p.numel() for p in params])):
+                    p.grad = g.view_as(p).to(p.dtype)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    return curves
