@@ -120,9 +120,12 @@ def microbatch_gradients(model: nn.Module, inputs: torch.Tensor, targets: torch.
                          num_microbatches: int) -> tuple[torch.Tensor, list[int]]:
     """Each micro-batch's gradient, computed once in the model's dtype (fp32 here): a [num_microbatches, P]
     tensor whose row i is micro-batch i's :func:`batch_gradients` (the mean over its real tokens), every
-    parameter flattened in ``named_parameters`` order, and the number of real tokens of each micro-batch."""
+    parameter flattened in ``named_parameters`` order, and the number of real tokens of each micro-batch.
+    The batch goes to the model's device (cpu, cuda or npu), and the rows stay there."""
     k = whole("num_microbatches", num_microbatches)
     divides("batch", inputs.shape[0], "num_microbatches", k)
+    device = next(model.parameters()).device
+    inputs, targets = inputs.to(device), targets.to(device)
     rows, tokens = [], []
     for x, y in zip(inputs.tensor_split(k), targets.tensor_split(k)):
         grads = batch_gradients(model, x, y)
@@ -236,7 +239,7 @@ def accumulation_training(model_factory: Callable[[], nn.Module], inputs: torch.
         for step in range(steps):
             start = (step * batch) % inputs.shape[0]
             rows = torch.arange(start, start + batch) % inputs.shape[0]
-            x, y = inputs[rows], targets[rows]
+            x, y = inputs[rows].to(params[0].device), targets[rows].to(params[0].device)
             grads, tokens = microbatch_gradients(model, x, y, k)
             terms = _weighted(grads, tokens)
             with torch.no_grad():
