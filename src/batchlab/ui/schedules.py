@@ -107,7 +107,7 @@ def schedule_speed_table(table: Mapping[str, Mapping[int, float]]) -> Table:
     best = best_micro_batches(table)
     rows = [[name, *[throughput(speeds[b], unit=False) if b in speeds else None for b in sizes], best[name]]
             for name, speeds in table.items()]
-    return text_table(["调度", *[f"微批次 {b}（tokens/s）" for b in sizes], "最快的微批次"], rows)
+    return text_table(["调度（tokens/s）", *[f"微批次 {b}" for b in sizes], "最快的微批次"], rows)
 
 
 def layout_name(job: Job) -> str:
