@@ -2,8 +2,8 @@
 global batch at consumed sample n, and what each ramp stage does to the pipeline of one
 :class:`~batchlab.formulas.job.Job`.
 
-Megatron-LM's ``RampupBatchsizeNumMicroBatchesCalculator`` (megatron/core/num_microbatches_calculator.py at
-commit 0b9bc2088b6d6c858275d02638064cc7e0bf8b70, the last one that has it: #4411 of 2026-04-21 replaced it with
+Megatron-LM's ``RampupBatchsizeNumMicroBatchesCalculator`` (``megatron/core/num_microbatches_calculator.py`` at
+commit ``0b9bc2088b6d6c858275d02638064cc7e0bf8b70``, the last one that has it: #4411 of 2026-04-21 replaced it with
 the step schedule ``--step-batch-size-schedule`` and left ``--rampup-batch-size`` ignored): over
 ``k = (G − start) / increment`` increments, each lasting ``ramp_samples / k`` samples, the batch at consumed
 sample n is ``start + int(n / (ramp_samples / k)) · increment``, and G once n > ramp_samples. The training
