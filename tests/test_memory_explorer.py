@@ -359,3 +359,26 @@ def test_the_controls_take_their_bounds_from_the_job_record():
                                                            else (1, LIMITS[name][1]))
     c["device_memory_gib"].value = 0.0  # a bounded box clamps to the record's minimum: still an answer
     assert c["device_memory_gib"].value == LIMITS["device_memory_gib"][0]
+
+
+def test_count_candidates_hold_every_valid_tensor_and_chunk_count():
+    """The explorers try only divisors for v and t (trying 1 … 64 made each change build ~200 jobs and pause
+    for a full garbage collection past the 300 ms widget budget): no valid count may be left out of them."""
+    from batchlab.formulas.partition import check_virtual_stages
+    from batchlab.formulas.presets import PRESETS, check_tensor_parallel
+    from batchlab.page.valid import candidates
+
+    def accepted(check, *args) -> bool:
+        try:
+            check(*args)
+        except ValueError:
+            return False
+        return True
+
+    for name, model in PRESETS.items():
+        tried = candidates("tensor_parallel", {"model": name}, model.n_layer)
+        assert [t for t in range(1, 1025) if accepted(check_tensor_parallel, model, t)] == tried
+        for p in range(1, model.n_layer + 1):
+            chunks = candidates("virtual_stages", {}, model.n_layer)
+            assert {v for v in range(1, 65) if accepted(check_virtual_stages, model, p, v)} <= set(chunks)
+    assert candidates("tensor_parallel", {"model": "no-such-model"}, 4) == list(range(1, 65))  # unknown: all tried

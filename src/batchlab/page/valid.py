@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 
 from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.pipeline_schedules import SCHEDULES
+from batchlab.formulas.presets import PRESETS
 from batchlab.page.spec import Control
 
 __all__ = ["divisors", "candidates", "valid_values", "nearest", "settle", "count_control", "chunk_control", "COUNTS",
@@ -70,13 +71,20 @@ def divisors(n: int) -> list[int]:
 def candidates(name: str, values: dict, layers: int) -> list[int]:
     """The values of count ``name`` worth trying: for the micro-batch size and the data parallelism the
     divisors of the global batch over the other of the two (any other leaves m fractional), 1 … ``layers``
-    for the stages, 1 … min(``layers``, the limit) for the virtual stages, 1 … :data:`TENSOR_PARALLEL_TRIED`
-    for the tensor-parallel degree. The job decides which of them are valid."""
+    for the stages, the divisors of ``layers`` up to the limit for the virtual stages, the divisors of the
+    model's heads (1 … :data:`TENSOR_PARALLEL_TRIED` when the model is unknown) for the tensor-parallel degree.
+    The job decides which of them are valid."""
     if name == "pipeline_stages":
         return list(range(1, layers + 1))
-    if name == "virtual_stages":
-        return list(range(1, min(layers, LIMITS["virtual_stages"][1]) + 1))
-    if name == "tensor_parallel":
+    if name == "virtual_stages":  # a job cuts its layers into p·v chunks, so only a divisor of them can be one;
+        # trying 1 … layers made every change build ~200 jobs and pause for a full garbage collection
+        return [v for v in divisors(layers) if v <= LIMITS["virtual_stages"][1]]
+    if name == "tensor_parallel":  # t splits the heads, so with a known model only a divisor of its heads can be one
+        model = values.get("model")
+        model = PRESETS.get(model) if isinstance(model, str) else model
+        heads = getattr(model, "n_head", None)
+        if isinstance(heads, int) and heads >= 1:
+            return divisors(heads)
         return list(range(1, TENSOR_PARALLEL_TRIED + 1))
     batch = values.get("global_batch")
     if not (isinstance(batch, int) and not isinstance(batch, bool) and 1 <= batch <= LIMITS["global_batch"][1]):
