@@ -108,11 +108,11 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
 
 
 def _name(schedule: str, virtual_stages: int) -> str:
-    """The schedule as a figure names it: 零气泡 as ZB-H1 or ZB-V, interleaving with its v."""
+    """The schedule as a figure names it: 零气泡 as ZB-H1 or ZB-V, the others as
+    :func:`~batchlab.formulas.tune.schedule_label` (interleaving with its v)."""
     if schedule == "zero-bubble":
         return f"{SCHEDULES[schedule]}（{'ZB-H1' if virtual_stages == 1 else 'ZB-V'}）"
-    name = SCHEDULES.get(schedule, schedule)
-    return name if virtual_stages == 1 else f"{name}（v = {virtual_stages}）"
+    return schedule_label(schedule, virtual_stages)
 
 
 def _needs_key(timelines: Sequence["Timeline"]) -> bool:
