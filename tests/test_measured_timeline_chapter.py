@@ -1,5 +1,5 @@
 """4.4's measured pipeline timelines, as the book stores them: the chapter prints, for each measured panel of its
-timeline figure, how many ops are outliers by batchlab.formulas.pipeline_schedules.outlier_ops (more than
+timeline figure, how many ops are outliers by batchlab.formulas.measured_timeline.outlier_ops (more than
 OUTLIER_FACTOR × the median of their siblings). A committed timeline with such an op — one cold or interrupted
 op that sets the makespan and the printed bubble — fails here. Timings vary by machine: nothing here asserts one."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 
 import nbformat
 
-from batchlab.formulas.pipeline_schedules import OUTLIER_FACTOR
+from batchlab.formulas.measured_timeline import OUTLIER_FACTOR
 from booktools import ROOT
 
 CHAPTER = ROOT / "book" / "4.4-efficiency.ipynb"

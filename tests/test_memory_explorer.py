@@ -134,7 +134,7 @@ def test_the_parallel_controls_offer_what_the_job_takes():
     explorer.controls["sequence_parallel"].value = True
     assert explorer.controls["tensor_parallel"].options == (5, 25)  # SP needs t > 1: 1 is not offered
     title = explorer.result.title
-    assert "张量并行 t = 5 + 序列并行" in title and "零气泡（v = 2）" in title
+    assert "张量并行 t = 5 + 序列并行" in title and "零气泡（ZB-V）" in title
     assert explorer.result.report == case_report(schedule="zero-bubble", virtual_stages=2, tensor_parallel=5,
                                                  sequence_parallel=True)
     explorer.controls["model"].value = "gpt2"  # 12 heads: t = 5 no longer divides them; t follows

@@ -2,10 +2,12 @@ import pytest
 from hypothesis import given, strategies as st
 
 from batchlab.formulas.batching import plan_batch
-from batchlab.formulas.pipeline_schedules import (OUTLIER_FACTOR, SCHEDULES, Op, Timeline, bubble_fraction,
-                                         check_runnable, in_flight_chunks, in_flight_microbatches, median_durations,
-                                         median_timeline, outlier_ops, pipeline_timeline, placement_of, runnable,
-                                         schedule_order, sibling_ratios, simulable, simulate, virtual_stage)
+from batchlab.formulas.measured_timeline import (OUTLIER_FACTOR, median_durations, median_timeline, outlier_ops,
+                                                sibling_ratios)
+from batchlab.formulas.pipeline_schedules import (SCHEDULES, Op, Timeline, bubble_fraction, check_runnable,
+                                                  in_flight_chunks, in_flight_microbatches, pipeline_timeline,
+                                                  placement_of, runnable, schedule_label, schedule_order, simulable,
+                                                  simulate, virtual_stage)
 
 
 def test_lecture_bubble_numbers():

@@ -250,7 +250,7 @@ def test_the_readme_shows_the_device_figures_tune_reports(capsys):
 # ── issue 30: the schedule search ────────────────────────────────────────────────────────────────
 
 def test_tune_searches_every_schedule_and_v_the_case_takes():
-    from batchlab.formulas.tune import schedule_label
+    from batchlab.formulas.pipeline_schedules import schedule_label
 
     out = tune(CASE_JOB, LOW)
     pairs = [(e["schedule"], e["virtual_stages"]) for e in out["schedules"]]
@@ -316,7 +316,7 @@ def test_the_reason_names_the_bubble_or_the_memory_that_decided():
     zbv = _entry("zero-bubble", 2, (1, 0.015, 1.3, 120.0))
     said = schedule_reason(own, interleaved, zbv)
     assert said == ("同样 m = 32 个微批次（微批次大小 1），交错式 1F1B（v = 2）把气泡从 8.6% 降到 4.5%，模型估计吞吐高 10.0%"
-                    "（模型不计点对点通信：v = 2 时每步的点对点消息是 1F1B 的 2 倍，要实测再定）；零气泡（v = 2）用微批次大小 1 的模型吞吐更高，但显存放不下（最满的阶段占 130%）")
+                    "（模型不计点对点通信：v = 2 时每步的点对点消息是 1F1B 的 2 倍，要实测再定）；零气泡（ZB-V）用微批次大小 1 的模型吞吐更高，但显存放不下（最满的阶段占 130%）")
     # nothing ruled out: no memory clause, only what the model leaves out of interleaving
     assert schedule_reason(own, interleaved, None).endswith("高 10.0%（模型不计点对点通信：v = 2 时每步的点对点消息是 1F1B 的 2 倍，要实测再定）")
     assert schedule_reason(own, _entry("zero-bubble", 1, (1, 0.03, 0.5, 105.0)), None).endswith("（模型不计拆分反向的额外开销：B 与 W 分两次算，要实测再定）")

@@ -7,20 +7,19 @@ it (:func:`bubble_fraction`, :func:`in_flight_chunks`) agree with it.
 """
 from __future__ import annotations
 
-import statistics
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 from batchlab.formulas.checks import at_most, one_of, positive, whole
 from batchlab.formulas.schedule_orders import (gpipe_order, interleaved_order, one_f_one_b_order, replay,
                                                zbh1_order, zbv_order)
 
 __all__ = [
-    "ScheduleName", "SCHEDULES", "VIRTUAL_STAGES_LIMIT", "BACKWARD_PER_FORWARD", "Op", "op_key", "Timeline",
+    "ScheduleName", "SCHEDULES", "schedule_label", "VIRTUAL_STAGES_LIMIT", "BACKWARD_PER_FORWARD", "Op", "op_key", "Timeline",
     "bubble_fraction", "in_flight_chunks", "in_flight_microbatches", "placement_of", "virtual_stage",
     "schedule_order", "op_count", "MAX_SIMULATED_OPS", "simulable", "runnable", "check_runnable", "simulate",
-    "pipeline_timeline", "median_durations", "median_timeline", "OUTLIER_FACTOR", "sibling_ratios", "outlier_ops",
+    "pipeline_timeline",
 ]
 
 ScheduleName = Literal["gpipe", "1f1b", "interleaved-1f1b", "zero-bubble"]
@@ -36,6 +35,14 @@ SCHEDULES: dict[str, str] = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved-1f1b
                              "zero-bubble": "零气泡"}
 VIRTUAL_STAGES_LIMIT = 64
 """The most model chunks (virtual stages) one device may hold; far beyond Megatron-LM practice (2–8)."""
+
+
+def schedule_label(schedule: str, virtual_stages: int = 1) -> str:
+    """A schedule as every figure, table, explorer and the tuner name it: ``1F1B``, ``交错式 1F1B（v = 2）``,
+    zero bubble by its two variants, ``零气泡（ZB-H1）`` (v = 1) and ``零气泡（ZB-V）`` (v = 2)."""
+    if schedule == "zero-bubble":
+        return f"{SCHEDULES[schedule]}（{'ZB-H1' if virtual_stages == 1 else 'ZB-V'}）"
+    return SCHEDULES[schedule] + ("" if virtual_stages == 1 else f"（v = {virtual_stages}）")
 
 
 def bubble_fraction(pipeline_stages: int, num_microbatches: int, schedule: ScheduleName = "1f1b",
@@ -322,79 +329,3 @@ def pipeline_timeline(
                          f"超过了模拟器一步重放的上限 {MAX_SIMULATED_OPS}：请用公式 bubble_fraction / in_flight_chunks")
     ops = simulate(orders, forward_time, backward_time, placement=placement_of(schedule, virtual_stages))
     return Timeline(schedule, pipeline_stages, num_microbatches, ops, virtual_stages)
-
-
-K = TypeVar("K", bound=Hashable)
-
-
-def median_durations(steps: Sequence[Mapping[K, float]]) -> dict[K, float]:
-    """Each op's median duration over several measured steps, ``steps`` one ``{op: seconds}`` each (the same
-    ops in every step): what a timeline of a *typical* step replays (:func:`simulate` ``durations=``), so that
-    one slow op of one step (a cold start, a busy machine) does not become the picture."""
-    if not steps:
-        raise ValueError("steps 为空：至少需要一步的实测时长")
-    keys = set(steps[0])
-    for k, step in enumerate(steps):
-        if set(step) != keys:
-            raise ValueError(f"steps[{k}] 的操作与 steps[0] 不同：每一步必须测到同样的操作")
-    return {key: statistics.median(positive(f"steps[·][{key!r}]", step[key]) for step in steps)
-            for key in steps[0]}
-
-
-def median_timeline(steps: Sequence[Timeline]) -> Timeline:
-    """A typical step of several measured ones (the same job, the same ops): each op starts and ends at the
-    median of its start and its end over the steps, each step counted from its own earliest op, and the
-    result again from its earliest op. One op slowed in one step (a process descheduled on a shared core)
-    moves no median. Order is kept: an op that started after another ended in every step does so in the
-    medians too (the sorted ends dominate the sorted starts), so each stage's ops still run one at a time."""
-    if not steps:
-        raise ValueError("steps 为空：至少需要一步的实测时间线")
-    first = steps[0]
-    keys = sorted((op.kind, op.stage, op.microbatch, op.chunk) for op in first.ops)
-    per_op: dict[tuple[str, int, int, int], tuple[list[float], list[float]]] = {key: ([], []) for key in keys}
-    for k, step in enumerate(steps):
-        if (step.schedule, step.pipeline_stages, step.num_microbatches, step.virtual_stages) != (
-                first.schedule, first.pipeline_stages, first.num_microbatches, first.virtual_stages) or \
-                sorted((op.kind, op.stage, op.microbatch, op.chunk) for op in step.ops) != keys:
-            raise ValueError(f"steps[{k}] 与 steps[0] 不是同一个作业的一步：每一步必须有同样的操作")
-        origin = min(op.start for op in step.ops)
-        for op in step.ops:
-            starts, ends = per_op[(op.kind, op.stage, op.microbatch, op.chunk)]
-            starts.append(op.start - origin)
-            ends.append(op.end - origin)
-    medians = {key: (statistics.median(starts), statistics.median(ends)) for key, (starts, ends) in per_op.items()}
-    origin = min(start for start, _ in medians.values())
-    ops = tuple(Op(stage=stage, microbatch=mb, kind=kind, start=start - origin, end=end - origin, chunk=chunk)
-                for (kind, stage, mb, chunk), (start, end) in sorted(medians.items(), key=lambda item: item[1][0]))
-    return Timeline(first.schedule, first.pipeline_stages, first.num_microbatches, ops, first.virtual_stages)
-
-
-OUTLIER_FACTOR = 3.0
-"""An op more than this many times the median of its siblings (same stage, same kind, the other micro-batches:
-the same work on other data) is an outlier (:func:`outlier_ops`)."""
-
-
-def sibling_ratios(timeline: Timeline) -> dict[tuple, float]:
-    """Each op's duration over the median duration of its siblings: the ops of the same kind (F, B or W) on
-    the same stage and model chunk for the other micro-batches, which do the same work on other data. Keyed
-    by :func:`op_key` (``(kind, stage, microbatch)`` for chunk 0); an op without siblings (one micro-batch)
-    is left out."""
-    groups: dict[tuple[str, int, int], list[Op]] = {}
-    for op in timeline.ops:
-        groups.setdefault((op.kind, op.stage, op.chunk), []).append(op)
-    ratios = {}
-    for ops in groups.values():
-        for op in ops:
-            others = [o.end - o.start for o in ops if o is not op]
-            if others:
-                ratios[op_key(op)] = (op.end - op.start) / statistics.median(others)
-    return ratios
-
-
-def outlier_ops(timeline: Timeline, factor: float = OUTLIER_FACTOR) -> tuple[tuple, ...]:
-    """The ops (:func:`op_key`: ``(kind, stage, microbatch)`` for chunk 0) that take more than ``factor`` × the median of their siblings
-    (:func:`sibling_ratios`), slowest first. A measured timeline shown as typical must have none: one such op
-    sets the makespan and the bubble read off it."""
-    factor = positive("factor", factor)
-    ratios = sibling_ratios(timeline)
-    return tuple(sorted((key for key, r in ratios.items() if r > factor), key=lambda k: -ratios[k]))

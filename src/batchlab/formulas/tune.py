@@ -27,11 +27,11 @@ from dataclasses import replace
 
 from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.memory import stage_memory
-from batchlab.formulas.pipeline_schedules import SCHEDULES, op_count, runnable
+from batchlab.formulas.pipeline_schedules import SCHEDULES, op_count, runnable, schedule_label
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import model_step
 
-__all__ = ["tune", "runnable_micro_batch_sizes", "schedule_choices", "TUNED_VIRTUAL_STAGES", "SEARCH_OPS", "schedule_label", "schedule_reason"]
+__all__ = ["tune", "runnable_micro_batch_sizes", "schedule_choices", "TUNED_VIRTUAL_STAGES", "SEARCH_OPS", "schedule_reason"]
 
 _RECOMPUTE_ORDER = ("none", "selective", "full")
 
@@ -71,11 +71,6 @@ def schedule_choices(job: Job) -> list[tuple[str, int]]:
             if (schedule, v) not in choices and runnable(schedule, p, p, v):
                 choices.append((schedule, v))
     return choices
-
-
-def schedule_label(schedule: str, virtual_stages: int) -> str:
-    """A schedule as the reader reads it: ``1F1B``, ``交错式 1F1B（v = 2）``."""
-    return SCHEDULES[schedule] + ("" if virtual_stages == 1 else f"（v = {virtual_stages}）")
 
 
 def _candidates(job: Job, curve: RateCurve, **changes: object) -> list[dict]:

@@ -42,7 +42,8 @@ import torch
 
 from batchlab.formulas.checks import one_of, positive, whole
 from batchlab.formulas.job import Job
-from batchlab.formulas.pipeline_schedules import SCHEDULES, Op, Timeline, median_timeline, placement_of, virtual_stage
+from batchlab.formulas.measured_timeline import median_timeline
+from batchlab.formulas.pipeline_schedules import SCHEDULES, Op, Timeline, placement_of, virtual_stage
 from batchlab.measure.device import accelerator_module, select_device, synchronize
 from batchlab.measure.model import build_model, next_token_loss
 from batchlab.measure.pipeline_local import check_pipeline_job, pipeline_batch, split_model
@@ -253,7 +254,7 @@ class DistributedPipelineRun:
     job: Job
     timeline: Timeline
     """A typical timed step: each op at the median of its start and end over the timed steps
-    (:func:`~batchlab.formulas.pipeline_schedules.median_timeline`), seconds after the earliest op
+    (:func:`~batchlab.formulas.measured_timeline.median_timeline`), seconds after the earliest op
     (``time.perf_counter``; the loss counts in the last chunk's forward) — not the warm-up's shape exchange,
     and not one op that a busy machine slowed in one step. ``stage`` is the rank, ``chunk`` its local chunk;
     ``virtual_stages`` the job's."""
@@ -272,7 +273,7 @@ class DistributedPipelineRun:
 
 def merge_ranks(results: list[RankResult], job: Job, align: str = "clock") -> DistributedPipelineRun:
     """The ranks' results as one run of ``job``: the median timeline of the timed steps (each op at its median
-    start and end, :func:`~batchlab.formulas.pipeline_schedules.median_timeline`), the gradients summed over
+    start and end, :func:`~batchlab.formulas.measured_timeline.median_timeline`), the gradients summed over
     ranks where a name appears twice (the tied ``wte.weight``), step times.
 
     ``align="clock"``: the ranks share one clock (one machine; ``perf_counter`` is system-wide).

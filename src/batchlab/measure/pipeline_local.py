@@ -14,7 +14,7 @@ the GPT of :mod:`batchlab.measure.model` and measures them:
   replayed under the dependencies (``replayed``), show the bubble that p devices with free communication
   would have. ``warmup`` steps are run and discarded (the first backward of a stage allocates autograd's
   buffers and is tens of times slower than the next), and with several timed ``steps`` each op takes its
-  median duration (:func:`~batchlab.formulas.pipeline_schedules.median_durations`), so that the replay
+  median duration (:func:`~batchlab.formulas.measured_timeline.median_durations`), so that the replay
   shows a typical step, not one slow op of one step.
 
 **Dropout.** A pipeline run takes its dropout from the job, and refuses any above 0
@@ -42,8 +42,9 @@ from torch.nn import functional as F
 
 from batchlab.formulas.checks import one_of, whole
 from batchlab.formulas.job import Job
+from batchlab.formulas.measured_timeline import median_durations
 from batchlab.formulas.partition import PARTITION_METHODS, Stage, partition_layers
-from batchlab.formulas.pipeline_schedules import (SCHEDULES, Op, Timeline, median_durations, schedule_order,
+from batchlab.formulas.pipeline_schedules import (SCHEDULES, Op, Timeline, schedule_order,
                                                   simulate)
 from batchlab.formulas.presets import check_seq_len
 from batchlab.measure.data import MARKOV_MAX_VOCAB, make_corpus, random_tokens

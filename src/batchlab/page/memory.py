@@ -15,7 +15,7 @@ from batchlab.formulas.memory import MemoryReport, activation_basis, stage_memor
 from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.precision import PRECISIONS, default_precision
 from batchlab.formulas.presets import PRESETS, get_config
-from batchlab.formulas.tune import schedule_label
+from batchlab.formulas.pipeline_schedules import schedule_label
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.colours import FIT_COLOUR, MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, WARNING_COLOUR
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive

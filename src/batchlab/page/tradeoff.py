@@ -15,7 +15,8 @@ from batchlab.formulas.memory import activation_basis
 from batchlab.formulas.pipeline_schedules import SCHEDULES
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import StepModel, model_step
-from batchlab.formulas.tune import schedule_label, tune
+from batchlab.formulas.pipeline_schedules import schedule_label
+from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.colours import ERROR_COLOUR, OVERFLOW_COLOUR, PALETTE
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive

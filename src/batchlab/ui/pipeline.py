@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from matplotlib.ticker import NullLocator
 
-from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, pipeline_timeline
-from batchlab.formulas.tune import schedule_label
+from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, SCHEDULES, bubble_fraction, pipeline_timeline,
+                                                  schedule_label)
 from batchlab.page.colours import PALETTE
 from batchlab.page.tradeoff import TradeoffView
 from batchlab.ui.style import check_layout, clear_artists, explorer_panels, figure_width, new_axes, phone_title
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from batchlab.formulas.pipeline_schedules import Timeline
 
 __all__ = ["MAX_DRAWN_OPS", "plot_pipeline_timeline", "plot_pipeline_timelines", "plot_schedule_comparison",
-           "plot_tradeoff", "draw_tradeoff_explorer"]
+           "plot_tradeoff", "draw_tradeoff_explorer", "needs_key", "legend_handles"]
 
 _NULL_LOCATOR = NullLocator()
 
@@ -94,12 +94,12 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
     ax.invert_yaxis()
     ax.set_xlabel(unit)
     ax.grid(False)
-    ax.set_title(phone_title(title or f"{_name(timeline.schedule, timeline.virtual_stages)}：{p} 个阶段，"
+    ax.set_title(phone_title(title or f"{schedule_label(timeline.schedule, timeline.virtual_stages)}：{p} 个阶段，"
                              f"{timeline.num_microbatches} 个微批次，气泡占比 {timeline.idle_fraction:.1%}", layout))
     if own_figure:  # a caller that passes ``ax`` lays out (and keys) its own figure
         bottom = 0.0
-        if _needs_key([timeline]):  # below the time axis, in a band of its own that tight_layout keeps clear
-            handles = _key([timeline])
+        if needs_key([timeline]):  # below the time axis, in a band of its own that tight_layout keeps clear
+            handles = legend_handles([timeline])
             columns = 2 if phone else len(handles)
             bottom = (-(-len(handles) // columns) * 0.22 + 0.1) / fig.get_figheight()
             fig.legend(handles=handles, loc="lower center", ncol=columns, fontsize=8.5, frameon=False)
@@ -107,20 +107,12 @@ def plot_pipeline_timeline(timeline: "Timeline", ax: "Axes | None" = None, title
     return fig
 
 
-def _name(schedule: str, virtual_stages: int) -> str:
-    """The schedule as a figure names it: 零气泡 as ZB-H1 or ZB-V, the others as
-    :func:`~batchlab.formulas.tune.schedule_label` (interleaving with its v)."""
-    if schedule == "zero-bubble":
-        return f"{SCHEDULES[schedule]}（{'ZB-H1' if virtual_stages == 1 else 'ZB-V'}）"
-    return schedule_label(schedule, virtual_stages)
-
-
-def _needs_key(timelines: Sequence["Timeline"]) -> bool:
+def needs_key(timelines: Sequence["Timeline"]) -> bool:
     """Whether a key of the kinds and chunks says more than the boxes: a weight gradient or a second chunk."""
     return any(op.kind == "W" or op.chunk for t in timelines for op in t.ops)
 
 
-def _key(timelines: Sequence["Timeline"]) -> list:
+def legend_handles(timelines: Sequence["Timeline"]) -> list:
     """Legend handles for what ``timelines`` draw: each kind present (B named the input gradient when W is
     split off) and each model chunk beyond the first."""
     from matplotlib.patches import Patch
@@ -176,7 +168,7 @@ def plot_schedule_comparison(pipeline_stages: int, num_microbatches: int,
     of v per device costs 1/v of a stage, so every panel does the same work; time is in one stage's forward."""
     p, m = pipeline_stages, num_microbatches
     timelines = [pipeline_timeline(s, p, m, 1 / v, BACKWARD_PER_FORWARD / v, virtual_stages=v) for s, v in schedules]
-    titles = [f"{_name(s, v)}：气泡 {bubble_fraction(p, m, s, v):.1%}" for s, v in schedules]
+    titles = [f"{schedule_label(s, v)}：气泡 {bubble_fraction(p, m, s, v):.1%}" for s, v in schedules]
     fig = plot_pipeline_timelines(timelines, titles=titles, units=["时间（以一个阶段的一次前向为单位）"] * len(timelines),
                                   labels=False, layout=layout)
     end = max(t.makespan for t in timelines)
@@ -186,8 +178,8 @@ def plot_schedule_comparison(pipeline_stages: int, num_microbatches: int,
             ax.set_xlabel("")
     phone = check_layout(layout) == "phone"
     fig.suptitle(f"同一步：{p} 个阶段，{m} 个微批次", fontsize=10.5)
-    if _needs_key(timelines):
-        fig.legend(handles=_key(timelines), loc="outside lower center", ncol=2 if phone else 5, fontsize=8.5,
+    if needs_key(timelines):
+        fig.legend(handles=legend_handles(timelines), loc="outside lower center", ncol=2 if phone else 5, fontsize=8.5,
                    frameon=False)
     return fig
 

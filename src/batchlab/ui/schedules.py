@@ -14,7 +14,7 @@ from dataclasses import replace
 from batchlab.formulas.comm import p2p_messages, tensor_parallel_bytes_per_layer
 from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import (BACKWARD_PER_FORWARD, bubble_fraction, in_flight_chunks,
-                                                  pipeline_timeline, runnable)
+                                                  pipeline_timeline, runnable, schedule_label)
 from batchlab.formulas.roofline import DevicePeak, RateCurve, arithmetic_intensity, matmul_rows
 from batchlab.formulas.throughput import model_step
 from batchlab.page.numbers import count, decimal, percent, ratio, size, throughput
@@ -22,7 +22,7 @@ from batchlab.ui import pipeline   # the module, so that its plot_ functions are
 from batchlab.ui.style import check_layout
 from batchlab.ui.tables import Table, text_table
 
-__all__ = ["SCHEDULE_VARIANTS", "schedule_name", "plot_schedule_runs", "schedule_bubble_table", "tokens_by_schedule",
+__all__ = ["SCHEDULE_VARIANTS", "plot_schedule_runs", "schedule_bubble_table", "tokens_by_schedule",
            "best_micro_batches", "best_moves", "schedule_speed_table", "layout_name", "tensor_parallel_speeds",
            "tensor_parallel_table"]
 
@@ -31,19 +31,14 @@ SCHEDULE_VARIANTS: tuple[tuple[str, int], ...] = (("gpipe", 1), ("1f1b", 1), ("i
 """(schedule, v) of the tables: the four schedules, zero bubble both as ZB-H1 (v = 1) and ZB-V (v = 2)."""
 
 
-def schedule_name(schedule: str, virtual_stages: int = 1) -> str:
-    """A schedule as the figures name it (零气泡 as ZB-H1 or ZB-V, interleaving with its v), for a table or label."""
-    return pipeline._name(schedule, virtual_stages)
-
-
 def plot_schedule_runs(timelines: Sequence, titles: Sequence[str], units: Sequence[str],
                        layout: str = "desk"):
     """Simulated and measured steps of the chunked and split-backward schedules, one row each
     (:func:`~batchlab.ui.pipeline.plot_pipeline_timelines`), with the key the boxes need below them: forward,
     backward (the input gradient where W is split off), weight gradient, and each device's model chunks."""
     fig = pipeline.plot_pipeline_timelines(timelines, titles=titles, units=units, labels=False, layout=layout)
-    if pipeline._needs_key(timelines):
-        fig.legend(handles=pipeline._key(timelines), loc="outside lower center", fontsize=8.5, frameon=False,
+    if pipeline.needs_key(timelines):
+        fig.legend(handles=pipeline.legend_handles(timelines), loc="outside lower center", fontsize=8.5, frameon=False,
                    ncol=2 if check_layout(layout) == "phone" else 5)
     return fig
 
@@ -66,7 +61,7 @@ def schedule_bubble_table(pipeline_stages: int, num_microbatches: int,
     for schedule, v in schedules:
         timeline = pipeline_timeline(schedule, p, m, 1 / v, BACKWARD_PER_FORWARD / v, virtual_stages=v)
         held = in_flight_chunks(schedule, p, m, v)[0] / v   # a chunk holds 1/v of a stage's activations
-        rows.append([schedule_name(schedule, v), percent(bubble_fraction(p, m, schedule, v)),
+        rows.append([schedule_label(schedule, v), percent(bubble_fraction(p, m, schedule, v)),
                      percent(timeline.idle_fraction), ratio(_idle_time(timeline) / _idle_time(base)),
                      ratio(held / base_held), count(p2p_messages(p, m, v, schedule))])
     return text_table(["调度", "气泡（公式）", "气泡（模拟器）", "空闲时间（相对 1F1B）",
@@ -86,7 +81,7 @@ def tokens_by_schedule(job: Job, curve: RateCurve, schedules: Sequence[tuple[str
             if per_replica % b == 0 and runnable(schedule, job.pipeline_stages, per_replica // b, v):
                 candidate = replace(job, micro_batch_size=b, schedule=schedule, virtual_stages=v)
                 speeds[b] = model_step(candidate, curve, link_bandwidth).tokens_per_second
-        table[schedule_name(schedule, v)] = speeds
+        table[schedule_label(schedule, v)] = speeds
     return table
 
 
