@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from batchlab.ui.style import MIN_TEXT_PT  # one floor for the text a figure draws and the text a page shows (issue 19)
 from booktools.browser import script
 
-MIN_TEXT_PT = 8.0  # the smallest text a figure may show at its displayed size (issue 19)
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 VIEWPORTS = {"1280": DESKTOP, "390": PHONE}
