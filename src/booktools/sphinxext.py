@@ -28,11 +28,13 @@ and tests/test_page_search.py check the rest in Chromium.
 """
 from __future__ import annotations
 
+import gettext
 import html
 import re
 
 from docutils import nodes
 from docutils.transforms import Transform
+from sphinx.locale import get_translator
 
 from booktools.layout import CJK_CLASS
 
@@ -153,6 +155,37 @@ def theme_options(app, config) -> None:
     config.html_context.setdefault("default_mode", "auto")
 
 
+# What the themes and Sphinx say in English on a zh_CN page because their zh/zh_CN catalogs lack it: the
+# links beside headings and definitions (title), the colour-mode switch, the launch buttons (name, logo).
+# Given as a last fallback, so that a catalog that one day translates a string keeps its own word.
+UI_STRINGS: dict[str, dict[str, str]] = {
+    "sphinx": {"Link to this heading": "链接到本标题", "Link to this definition": "链接到本定义",
+               "Link to this image": "链接到本图", "Link to this equation": "链接到本公式",
+               "Link to this term": "链接到本术语", "Link to this table": "链接到本表",
+               "Link to this code": "链接到本代码", "Color mode": "颜色模式", "System Settings": "跟随系统"},
+    "booktheme": {"Launch on": "启动于", "Launch interactive content": "启动交互版本", "logo": "图标"},
+}
+
+
+class _Fallback(gettext.NullTranslations):
+    """The last link of a translator's chain: ``strings`` where the catalogs before it had nothing."""
+
+    def __init__(self, strings: dict[str, str]) -> None:
+        super().__init__()
+        self._strings = strings
+
+    def gettext(self, message: str) -> str:
+        return self._strings.get(message, message)
+
+
+def chinese_ui_strings(app) -> None:
+    """Add :data:`UI_STRINGS` behind each catalog's own zh_CN translations (the themes load theirs first)."""
+    if not str(app.config.language).startswith("zh"):
+        return
+    for catalog, strings in UI_STRINGS.items():
+        get_translator(catalog).add_fallback(_Fallback(strings))
+
+
 def one_script_each(app, pagename: str, templatename: str, context: dict, doctree) -> None:
     """Write each inline script once. Sphinx 7.4 registers an extension's inline script twice when the
     extension adds it after the builder started (sphinx-thebe, sphinx-togglebutton): once named None, once
@@ -172,6 +205,7 @@ def one_script_each(app, pagename: str, templatename: str, context: dict, doctre
 def setup(app):
     app.add_transform(CJKSpaces)
     app.connect("config-inited", theme_options)
+    app.connect("builder-inited", chinese_ui_strings)
     app.connect("doctree-resolved", index_search_terms)
     app.connect("html-page-context", one_script_each, priority=900)
     # env_version: bump it when a transform changes, so an incremental build re-reads every page
