@@ -168,6 +168,10 @@ FIGURES = {
     "noise.plot_estimate_error": lambda layout: noise.plot_estimate_error(_estimate_stats(), layout=layout),
     "noise.plot_gradient_cloud": lambda layout: noise.plot_gradient_cloud(noise_data()[0], 4, layout=layout),
     "noise.plot_variance_curve": lambda layout: noise.plot_variance_curve(noise_data()[1], 32, layout=layout),
+    "noise.plot_noise_growth": lambda layout: noise.plot_noise_growth(SimpleNamespace(
+        samples_seen=(0, 256, 512, 1024, 2048, 4096), loss=(4.17, 3.82, 3.53, 3.0, 2.27, 1.72), subset_size=128,
+        b_simple=((20.9, 18.8, 17.4, 18.4), (19.2, 20.0, 18.6, 18.9), (27.0, 24.8, 27.0, 26.3), (42.4, 40.2, 40.7, 38.5),
+                  (51.8, 49.1, 43.1, 50.3), (60.2, 64.9, 68.9, 81.2))), layout=layout),
     "pipeline.plot_pipeline_timeline": lambda layout: pipeline.plot_pipeline_timeline(
         pipeline_timeline("1f1b", 4, 8), layout=layout),
     "pipeline.plot_pipeline_timelines": lambda layout: pipeline.plot_pipeline_timelines(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from batchlab.lecture.noise_growth import NOISE_GROWTH_CRITERION
 from batchlab.lecture.verdicts import LATE_PHASE_SHARE, OSCILLATION_RATIO, UNCHANGED_TOLERANCE
 
 __all__ = ["Claim", "CLAIMS", "at_grid_edge"]
@@ -16,10 +17,12 @@ __all__ = ["Claim", "CLAIMS", "at_grid_edge"]
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim of the lecture: its words (``text``) and the criterion that decides it (``criterion``)."""
+    """One claim: its words (``text``), the criterion that decides it (``criterion``) and who made it
+    (``source``: the lecture, 原文, unless a chapter tests a cited paper's claim)."""
 
     text: str
     criterion: str
+    source: str = "原文"
 
 
 CLAIMS: dict[str, Claim] = {
@@ -35,6 +38,8 @@ CLAIMS: dict[str, Claim] = {
     "needs-linear": Claim("大批次需线性缩放学习率（并配合学习率预热）",
                           "按原文的做法两边都加预热时，线性缩放的平均验证损失低于平方根缩放"),
     "needs-lamb": Claim("超大批次需特殊优化器（如 LAMB）", "各自调好学习率后，LAMB 的验证损失低于 Adam"),
+    "noise-grows": Claim("随着训练推进、损失下降，梯度噪声尺度增大", NOISE_GROWTH_CRITERION,
+                         source="McCandlish et al. 2018"),
     # 4.3
     "meter-linear": Claim("激活值与 B 近似线性（计量器读数是 B 的直线，且与公式一致）",
                           "计量器读数离最小二乘直线的最大偏差 ≤ 1%，斜率与公式之比在 0.97–1.03"),

@@ -7,6 +7,7 @@ these functions measure both sides.
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -17,13 +18,16 @@ from torch.func import functional_call, grad, vmap
 
 from batchlab.formulas.checks import whole
 from batchlab.formulas.noise import expected_sq_error, finite_population_factor, two_batch_estimates
+from batchlab.lecture.noise_growth import Band, band
 from batchlab.measure.model import LossFn, next_token_loss
+from batchlab.measure.train import evaluate, train
 
 if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["per_sample_grads", "gradient_trace_cov", "minibatch_error", "MinibatchError",
-           "noise_scale_simple", "noise_scale_from_batches", "NoiseScaleEstimate", "gradient_cloud", "GradientCloud"]
+           "noise_scale_simple", "noise_scale_from_batches", "NoiseScaleEstimate", "gradient_cloud", "GradientCloud",
+           "noise_over_training", "NoiseTrajectory"]
 
 
 @dataclass(frozen=True)
@@ -288,3 +292,74 @@ def gradient_cloud(
     return GradientCloud(batch_sizes=tuple(int(b) for b in batch_sizes), points=tuple(points),
                          center=coords.mean(dim=0).numpy(), num_samples=n,
                          captured=float(along) / trace if trace > 0 else 1.0)
+
+
+# ── The noise scale along one training run (McCandlish et al. 2018 §3: it grows as the loss falls) ──────────
+
+@dataclass(frozen=True)
+class NoiseTrajectory:
+    """B_simple at several points of one training run (:func:`noise_over_training`): per point the optimizer
+    ``steps`` taken, ``samples_seen`` (sequences), the mean ``loss`` on all probe sequences, and ``b_simple``,
+    one value per disjoint probe subset of ``subset_size`` sequences (the repeats); ``batch_size`` and
+    ``lr`` of the run."""
+
+    steps: tuple[int, ...]
+    samples_seen: tuple[int, ...]
+    loss: tuple[float, ...]
+    b_simple: tuple[tuple[float, ...], ...]
+    subset_size: int
+    batch_size: int
+    lr: float
+
+    @property
+    def bands(self) -> tuple[Band, ...]:
+        """Median and min–max of the repeats at each point (:func:`batchlab.lecture.noise_growth.band`)."""
+        return tuple(band(values) for values in self.b_simple)
+
+
+def noise_over_training(
+    model: nn.Module,
+    data,
+    probe,
+    *,
+    steps: Sequence[int] = (0, 8, 16, 32, 64, 128),
+    num_subsets: int = 4,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    optimizer: str = "adam",
+    seed: int = 0,
+    loss_fn: LossFn = next_token_loss,
+) -> NoiseTrajectory:
+    """Measure B_simple (:func:`noise_scale_simple`) at the given ``steps`` of ONE training run of ``model``.
+
+    The run is :func:`batchlab.measure.train.train` on ``data`` at constant ``lr`` (no warm-up, no decay),
+    with ``batch_size`` and ``seed``; ``model`` is left untouched (each point trains a copy). Training is
+    deterministic and nothing in it depends on the run's length, so the state after k steps of a copy trained
+    for k steps IS the state after k steps of the longest run (same weights, batches and optimizer state):
+    every point belongs to one run. At each point the per-sample gradients of ``probe`` (sequences the run
+    never trains on) are split into ``num_subsets`` disjoint subsets of ``len(probe) // num_subsets``
+    sequences; B_simple of each subset is one repeat. The repeats' spread shows how much the number depends on
+    which sequences measure it, not how much another training seed would move it.
+
+    Returns a :class:`NoiseTrajectory`.
+    """
+    points = [whole("step", k, 0) for k in steps]
+    if points != sorted(set(points)):
+        raise ValueError(f"steps = {list(steps)}：必须严格递增")
+    whole("num_subsets", num_subsets, 2)
+    size = len(probe) // num_subsets
+    if size < 2:
+        raise ValueError(f"probe 只有 {len(probe)} 条序列：分成 {num_subsets} 份后每份不足 2 条")
+    losses, values = [], []
+    for k in points:
+        state = copy.deepcopy(model)
+        if k:
+            train(state, data, batch_size=batch_size, steps=k, optimizer=optimizer, lr=lr, seed=seed,
+                  loss_fn=loss_fn)
+        grads = per_sample_grads(state, probe.inputs[:size * num_subsets], probe.targets[:size * num_subsets],
+                                 loss_fn).double()   # once, not once per subset
+        values.append(tuple(noise_scale_simple(grads[i * size:(i + 1) * size]) for i in range(num_subsets)))
+        losses.append(evaluate(state, probe, loss_fn=loss_fn))
+    return NoiseTrajectory(steps=tuple(points), samples_seen=tuple(k * batch_size for k in points),
+                           loss=tuple(losses), b_simple=tuple(values), subset_size=size, batch_size=batch_size,
+                           lr=lr)

@@ -57,20 +57,22 @@ def _verdict(verdict: bool | str) -> str:
 
 @dataclass(frozen=True)
 class ClaimCard(Shown):
-    """One claim, its criterion, the measured values (label, formatted value) and the verdict word."""
+    """One claim, its criterion, the measured values (label, formatted value) and the verdict word; ``source``
+    is who made the claim (the lecture, 原文, unless a card tests a cited paper's)."""
 
     claim: str
     criterion: str
     measurement: tuple[tuple[str, str], ...]
     verdict: str
     note: str = ""
+    source: str = "原文"
 
     def _measured(self, sep: str = "；") -> str:
         return sep.join(f"{label}：{value}" if label else value for label, value in self.measurement)
 
     @property
     def text(self) -> str:
-        lines = [f"【{self.verdict}】原文：“{self.claim}”", f"  判据：{self.criterion}", f"  测量：{self._measured()}"]
+        lines = [f"【{self.verdict}】{self.source}：“{self.claim}”", f"  判据：{self.criterion}", f"  测量：{self._measured()}"]
         return "\n".join(lines + ([f"  注：{self.note}"] if self.note else []))
 
     def html(self) -> str:
@@ -83,7 +85,7 @@ class ClaimCard(Shown):
         return (f'<div class="{HTML_CLASS} {HTML_CLASS}--{_MODIFIER[self.verdict]}">'
                 f'<p class="{HTML_CLASS}__head"><span class="{HTML_CLASS}__verdict" '
                 f'title="{e(VERDICT_LABELS[self.verdict])}">{e(self.verdict)}</span>'
-                f'<span class="{HTML_CLASS}__claim">原文：“{e(self.claim)}”</span></p>'
+                f'<span class="{HTML_CLASS}__claim">{e(self.source)}：“{e(self.claim)}”</span></p>'
                 f'<dl class="{HTML_CLASS}__body">{body}</dl></div>')
 
 
@@ -103,16 +105,19 @@ class ClaimCards(Shown):
 
 
 def claim_card(claim: str | Claim, measurement: Measurement, verdict: bool | str, *, criterion: str | None = None,
-               note: str = "") -> ClaimCard:
+               note: str = "", source: str | None = None) -> ClaimCard:
     """A card for ``claim`` (its words, or a :class:`~batchlab.lecture.claims.Claim` that brings its
-    criterion), what was measured (text, or label → value pairs) and the verdict (a bool from a criterion
-    of :mod:`batchlab.lecture.verdicts`, or one of its verdict words)."""
+    criterion and its source), what was measured (text, or label → value pairs) and the verdict (a bool from a
+    criterion of :mod:`batchlab.lecture.verdicts`, or one of its verdict words). A claim given as words is the
+    lecture's (原文) unless ``source`` names another."""
     if isinstance(claim, Claim):
-        claim, criterion = claim.text, criterion or claim.criterion
+        claim, criterion, source = claim.text, criterion or claim.criterion, source or claim.source
     if not criterion:
         raise ValueError(f"“{claim}”没有判据：先写明判据，再测量")
+    if source is not None and not source.strip():
+        raise ValueError("source 为空：卡片必须写明说法出自谁")
     return ClaimCard(claim=claim, criterion=criterion, measurement=_items(measurement), verdict=_verdict(verdict),
-                     note=note)
+                     note=note, source=source or "原文")
 
 
 def claim_cards(*cards: ClaimCard) -> ClaimCards:

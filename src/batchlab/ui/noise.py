@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["plot_estimate_error", "plot_gradient_cloud", "plot_variance_curve", "updated_artists",
-           "draw_noise_explorer"]
+__all__ = ["plot_estimate_error", "plot_gradient_cloud", "plot_variance_curve", "plot_noise_growth",
+           "updated_artists", "draw_noise_explorer"]
 
 
 def plot_estimate_error(stats: ErrorStatsLike, layout: str = "desk") -> "Figure":
@@ -217,3 +217,45 @@ def draw_noise_explorer(figure: "Figure", view: NoiseView, layout: str = "desk")
         canvas.restore_region(background[1])
     for artist in moving:
         figure.draw_artist(artist)
+
+
+def plot_noise_growth(trajectory, layout: str = "desk") -> "Figure":
+    """B_simple along one training run (:class:`batchlab.measure.noise.NoiseTrajectory`: ``samples_seen``,
+    ``b_simple`` repeats per point, ``loss``, ``subset_size``): the median of the repeats with their min–max
+    band, and the probe loss beneath, both against samples seen. The x axis is linear up to the first point
+    after 0 and logarithmic beyond (symlog), so that the point at initialisation keeps its place. Side by side
+    on a desk, stacked on a phone."""
+    import math
+
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
+
+    from batchlab.lecture.noise_growth import band
+    from batchlab.page.numbers import count
+
+    phone = check_layout(layout) == "phone"
+    fig, (ax1, ax2) = plt.subplots(*((2, 1) if phone else (1, 2)), figsize=(figure_width(layout), 6.4 if phone else 3.6),
+                                   sharex=True, layout="constrained")
+    x = list(trajectory.samples_seen)
+    if len(x) != len(trajectory.b_simple) or len(x) != len(trajectory.loss):
+        raise ValueError("samples_seen、b_simple 与 loss 必须一一对应")
+    bands = [band(values) for values in trajectory.b_simple]
+    ax1.fill_between(x, [b.low for b in bands], [b.high for b in bands], color=PALETTE[0], alpha=0.25, lw=0,
+                     label=f"{len(trajectory.b_simple[0])} 份样本的最小–最大")
+    ax1.plot(x, [b.median for b in bands], "o-", color=PALETTE[0], ms=5, label="中位数")
+    ax1.set_ylabel(f"{mathtext('B_simple')}（每份 {trajectory.subset_size} 条）" if not phone
+                   else mathtext("B_simple"))
+    ax1.set_ylim(bottom=0)
+    ax1.legend(loc="upper left")
+    ax2.plot(x, trajectory.loss, "s-", color=PALETTE[1], ms=5)
+    ax2.set_ylabel("验证集损失")
+    positive = [v for v in x if v > 0]
+    for ax in (ax1, ax2):
+        if positive:  # 0 (initialisation) one doubling's width left of the first point, the rest on a log scale
+            ax.set_xscale("symlog", linthresh=min(positive), linscale=math.log10(2))
+        shown = x[::-(-len(x) // (4 if phone else 7))]
+        ax.set_xticks(shown, [str(count(v)) for v in shown])
+        ax.xaxis.set_minor_locator(NullLocator())
+    for ax in ((ax2,) if phone else (ax1, ax2)):
+        ax.set_xlabel("已见样本数（序列，0 之后为对数轴）" if not phone else "已见样本数（0 之后为对数轴）")
+    return fig
