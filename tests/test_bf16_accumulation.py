@@ -14,8 +14,9 @@ import torch
 from hypothesis import assume, given, settings, strategies as st
 
 from batchlab.formulas.presets import get_config
-from batchlab.lecture.accumulation_precision import (ACCUMULATORS, CRITERION, EQUIVALENCE_ROUNDINGS, UNIT_ROUNDOFF,
-                                                      accumulation_verdict, equivalence_tolerance,
+from batchlab.lecture.accumulation_precision import (ACCUMULATORS, CRITERION, EQUIVALENCE_ROUNDINGS, LOSS_CRITERION,
+                                                      LOSS_TOLERANCE, UNIT_ROUNDOFF, accumulation_verdict,
+                                                      equivalence_tolerance, loss_curve_gap, same_loss_curve,
                                                       verdicts_by_accumulator)
 from batchlab.lecture.verdicts import SAME_UPDATE_TOLERANCE, VERDICT
 from batchlab.measure.accumulation import (accumulate, accumulation_error, accumulation_training, allreduce_error,
@@ -204,3 +205,25 @@ def test_the_verdicts_and_decades_do_not_depend_on_the_cpu_kernels(measured):
     for name in ("bf16", "bf16-kahan", "bf16-fp32-main"):
         for m in COUNTS:
             assert math.isclose(generic[name][m], native[name][m], rel_tol=1e-2), (name, m)
+
+
+# ── what it does to a run, and the exercise on one bf16 addition ───────────────────────────────────────────
+
+def test_the_loss_curve_verdict_flips_with_a_gap_of_one_hundredth():
+    reference = [4.17, 3.69, 3.18, 2.79]
+    assert same_loss_curve([4.17, 3.691, 3.179, 2.794], reference)                       # as measured: ~1e-3
+    assert not same_loss_curve([4.17, 3.69, 3.18, 2.79 + 1.5 * LOSS_TOLERANCE], reference)  # contrary: one step off
+    assert loss_curve_gap([1.0, 2.5], [1.0, 2.0]) == 0.5
+    assert str(LOSS_TOLERANCE) in LOSS_CRITERION
+    with pytest.raises(ValueError):
+        loss_curve_gap([1.0], [1.0, 2.0])
+
+
+def test_exercise_4_6_6_is_what_a_bf16_buffer_does():
+    from batchlab.ui.exercises import EXERCISES
+
+    largest = EXERCISES["4.6-6"].answer()
+    buffer = torch.tensor([2.0, 2.0, 2.0], dtype=torch.bfloat16)
+    added = buffer + torch.tensor([largest, largest * 1.001, largest / 2], dtype=torch.float32)
+    assert added.to(torch.bfloat16).tolist() == [2.0, 2.0 + 2.0**-6, 2.0]   # the tie rounds to even, above it up
+    assert largest == 2 * UNIT_ROUNDOFF["bfloat16"]

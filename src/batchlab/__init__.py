@@ -70,8 +70,8 @@ SURFACE: dict[str, tuple[str, ...]] = {
                          "update_verdict", "VERDICT", "verdict_over_seeds", "wins_as_prescribed",
                          "wins_per_seed"),
     # 测量：在读者的设备上用 torch 实测
-    "measure.accumulation": ("batch_gradients", "BatchNormLM", "mask_after", "random_lengths",
-                             "relative_gap"),
+    "measure.accumulation": ("accumulation_error", "accumulation_training", "allreduce_error", "batch_gradients",
+                             "BatchNormLM", "mask_after", "random_lengths", "relative_gap"),
     "measure.data": ("make_corpus",),
     "measure.device": ("select_device",),
     "measure.device_memory": ("describe", "memory_info"),
@@ -106,6 +106,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "ui.names": ("name",),
     "ui.noise": ("plot_estimate_error", "plot_noise_growth", "plot_variance_curve"),
     "ui.pipeline": ("plot_pipeline_timelines", "plot_schedule_comparison"),
+    "ui.precision": ("accumulation_table", "plot_accumulation_error", "training_table"),
     "ui.schedules": ("best_moves", "plot_schedule_runs", "schedule_bubble_table",
                      "schedule_speed_table", "tensor_parallel_speeds", "tensor_parallel_table",
                      "tokens_by_schedule"),

@@ -21,16 +21,21 @@ The criterion (:func:`equivalence_tolerance`), fixed from the arithmetic before 
   2u = 1.2·10⁻⁷ is below the rounding noise 4.6 already measures; there the criterion *is* 4.6's).
 
 :data:`ACCUMULATORS` names the four ways the book measures, each with the dtype of the gradients it adds.
+
+What the error does to training is judged apart (:func:`same_loss_curve`): a run whose loss at every step is
+within :data:`LOSS_TOLERANCE` of the fp32 run (which is large-batch training, to float rounding) draws the
+same loss curve to the two decimals a loss is read at.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from batchlab.formulas.checks import nonnegative, one_of
 from batchlab.lecture.verdicts import SAME_UPDATE_TOLERANCE, VERDICT
 
 __all__ = ["UNIT_ROUNDOFF", "ACCUMULATORS", "ACCUMULATOR_LABELS", "EQUIVALENCE_ROUNDINGS", "equivalence_tolerance",
-           "accumulation_verdict", "verdicts_by_accumulator", "CRITERION"]
+           "accumulation_verdict", "verdicts_by_accumulator", "CRITERION", "LOSS_TOLERANCE", "LOSS_CRITERION",
+           "loss_curve_gap", "same_loss_curve"]
 
 UNIT_ROUNDOFF: dict[str, float] = {"float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
 """Unit roundoff u = 2⁻ᵖ of each dtype (p significand bits, the implicit one included: 24, 8, 11): rounding
@@ -89,3 +94,24 @@ def verdicts_by_accumulator(errors: Mapping[str, Mapping[int, float]]) -> dict[s
     judged against its gradients' dtype."""
     return {name: accumulation_verdict(by_m, ACCUMULATORS[one_of("accumulator", name, ACCUMULATORS)])
             for name, by_m in errors.items()}
+
+
+LOSS_TOLERANCE = 0.01
+"""The largest difference of per-step training loss (per token) that still reads as the same curve: the
+book reads a loss to two decimals."""
+
+LOSS_CRITERION = f"每一步的训练损失与 fp32 训练（即一次处理整批）相差都小于 {LOSS_TOLERANCE}（损失读到两位小数）"
+"""The criterion of :func:`same_loss_curve` in a reader's words."""
+
+
+def loss_curve_gap(curve: Sequence[float], reference: Sequence[float]) -> float:
+    """The largest absolute difference between two runs' losses at the same steps."""
+    if not curve or len(curve) != len(reference):
+        raise ValueError(f"两条损失曲线应同样长且非空：{len(curve)} 与 {len(reference)} 步")
+    return max(abs(a - b) for a, b in zip(curve, reference))
+
+
+def same_loss_curve(curve: Sequence[float], reference: Sequence[float], tolerance: float = LOSS_TOLERANCE) -> bool:
+    """``curve`` and ``reference`` (per-step losses of two runs on the same batches) differ by less than
+    ``tolerance`` at every step (:func:`loss_curve_gap`)."""
+    return loss_curve_gap(curve, reference) < nonnegative("tolerance", tolerance)
