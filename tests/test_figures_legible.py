@@ -122,6 +122,19 @@ def histories(batch_sizes=(8, 32, 128, 512), budget: int = 2048) -> list:
     return out
 
 
+def ramp_histories() -> list:
+    """Runs shaped like :class:`batchlab.measure.train.History` under a constant batch and three ramps (4.6)."""
+    out = []
+    for batches in ([8] * 512, [8 * (1 + min(7, n // 36)) for n in range(128)], [8] * 32 + [32] * 8 + [64] * 56,
+                    [8] * 16 + [16] * 16 + [64] * 58):
+        seen = [sum(batches[:i + 1]) for i in range(len(batches))]
+        steps = list(range(0, len(batches) + 1, 2))
+        out.append(SimpleNamespace(samples_seen=seen, batch_sizes=batches, eval_step=steps,
+                                   eval_samples=[seen[s - 1] if s else 0 for s in steps],
+                                   eval_loss=[1.5 + 2.5 * math.exp(-(seen[s - 1] if s else 0) / 400) for s in steps]))
+    return out
+
+
 def matmul_reports() -> list[SimpleNamespace]:
     """Reports shaped like :class:`batchlab.measure.matmul.MatmulBench` (the fields the figure reads), without torch."""
     ms = [1, 4, 16, 64, 256, 1024, 4096]
@@ -161,6 +174,9 @@ FIGURES = {
     "misconceptions.plot_what_moves": lambda layout: misconceptions.plot_what_moves(_ratios(), layout=layout),
     "misconceptions.plot_early_late": lambda layout: misconceptions.plot_early_late(
         histories(), ["B=8，恒定学习率", "B=64，恒定学习率", "B=8，余弦衰减", "B=8，2048 条后增大到 32"], 1024, 1.5,
+        layout=layout),
+    "misconceptions.plot_ramp": lambda layout: misconceptions.plot_ramp(
+        ramp_histories(), ["恒定 B=8", "线性爬升，学习率不变", "线性爬升，平方根", "噪声驱动，平方根"], target=1.52,
         layout=layout),
     "misconceptions.plot_lr_sweep": lambda layout: misconceptions.plot_lr_sweep(
         {8: {10.0: 1.8, 30.0: 1.7, 90.0: 1.75, 270.0: 9.0}, 64: {30.0: 1.9, 90.0: 1.72, 270.0: 1.7, 810.0: 12.0}},

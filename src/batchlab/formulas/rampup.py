@@ -15,14 +15,16 @@ Pure Python (no torch, no numpy), like every formula.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from batchlab.formulas.batching import plan_batch
 from batchlab.formulas.checks import at_most, divides, whole
 from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 
-__all__ = ["Rampup", "RampStage", "RAMP_SAMPLES_LIMIT", "RAMP_STAGES_LIMIT", "ramp_stages"]
+__all__ = ["Rampup", "RampStage", "RAMP_SAMPLES_LIMIT", "RAMP_STAGES_LIMIT", "ramp_stages", "noise_batch"]
 
 RAMP_SAMPLES_LIMIT = 2**53
 """The most ramp samples a ramp may last: Megatron-LM divides the consumed samples by a float, and past 2⁵³ a
@@ -147,3 +149,24 @@ def ramp_stages(job: Job, ramp: Rampup) -> list[RampStage]:
                 m = None
         stages.append(RampStage(batch, first, None if last else starts[i + 1] - first, steps, m, bubble, refusal))
     return stages
+
+
+def noise_batch(b_simple: float, allowed: Sequence[int], current: int | None = None) -> int:
+    """The batch a noise-driven ramp takes once it has measured the simple noise scale B_simple: the largest of
+    ``allowed`` that is at most B_simple (at least the smallest allowed), and never below ``current``.
+
+    Why at most B_simple: below the noise scale a step's gradient is mostly noise, so a bigger batch buys
+    almost proportionally fewer steps; above it extra samples are mostly wasted (McCandlish et al. 2018).
+    Why never smaller: a ramp only grows, like Megatron-LM's. An estimate that is not a finite positive
+    number (the two-batch estimate of ‖G‖² can come out ≤ 0 near a minimum) keeps ``current``.
+    ``allowed``: the sizes the job can run (multiples of b · d with m ≥ p, say)."""
+    sizes = sorted({whole("allowed", b) for b in allowed})
+    if not sizes:
+        raise ValueError("allowed 为空：至少给出一个可用的批大小")
+    if current is not None:
+        current = whole("current", current)
+    if not (isinstance(b_simple, (int, float)) and math.isfinite(b_simple) and b_simple > 0):
+        return current if current is not None else sizes[0]
+    fitting = [b for b in sizes if b <= b_simple]
+    chosen = fitting[-1] if fitting else sizes[0]
+    return max(chosen, current) if current is not None else chosen

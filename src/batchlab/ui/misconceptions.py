@@ -5,13 +5,14 @@ import math
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from batchlab.formulas.effects import EFFECTS
+from batchlab.lecture.ramp_verdict import ramp_verdict, step_saving
 from batchlab.lecture.verdicts import UNCHANGED_TOLERANCE
-from batchlab.page.numbers import count
+from batchlab.page.numbers import count, listed, percent
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["plot_what_moves", "plot_early_late", "plot_lr_sweep"]
+__all__ = ["plot_what_moves", "plot_early_late", "plot_lr_sweep", "plot_ramp", "ramp_table"]
 
 
 def _wrap(title: str, width: int = 9) -> str:
@@ -200,3 +201,72 @@ def plot_lr_sweep(final_loss: Mapping[int, Mapping[float, float]], floor: float 
     fig.legend(loc="outside lower center", ncol=len(final_loss) + (floor is not None) if not phone else 2,
                frameon=False)
     return fig
+
+
+def plot_ramp(histories: Sequence, labels: Sequence[str], target: float | None = None, late: int = 1024,
+              layout: str = "desk") -> "Figure":
+    """Batch-size ramps against a constant batch, both against samples seen: the eval loss after ``late``
+    samples (where the runs race to the dotted ``target``) and the batch each step took (stairs, log₂ axis).
+    Side by side on a desk, stacked on a phone."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
+
+    from batchlab.page.colours import PALETTE
+    from batchlab.ui.style import LINESTYLES, check_layout, figure_width
+
+    if not histories or len(histories) != len(labels):
+        raise ValueError(f"{len(histories)} 次运行却有 {len(labels)} 个标签：至少一次运行，每次运行一个标签")
+    phone = check_layout(layout) == "phone"
+    fig, (loss_ax, batch_ax) = plt.subplots(*((2, 1) if phone else (1, 2)),
+                                            figsize=(figure_width(layout), 6.6 if phone else 3.9),
+                                            layout="constrained")
+    for i, (h, label) in enumerate(zip(histories, labels)):
+        look = dict(color=PALETTE[i % len(PALETTE)], ls=LINESTYLES[i % len(LINESTYLES)], lw=1.6)
+        points = [(n, loss) for n, loss in zip(h.eval_samples, h.eval_loss) if n >= late]
+        loss_ax.plot(*zip(*points), label=label, **look)
+        starts = [0, *h.samples_seen[:-1]]
+        batch_ax.step([*starts, h.samples_seen[-1]], [*h.batch_sizes, h.batch_sizes[-1]], where="post", **look)
+    if target is not None:
+        loss_ax.axhline(target, color="k", ls=":", lw=1)
+        loss_ax.annotate("目标", (1.0, target), xycoords=("axes fraction", "data"), xytext=(-4, 3),
+                         textcoords="offset points", ha="right", va="bottom", fontsize=9)
+    # the start is far above the end: drawn whole, the early fall would flatten the part the runs race in
+    loss_ax.set_xlim(late, max(h.samples_seen[-1] for h in histories))
+    sizes = sorted({b for h in histories for b in h.batch_sizes})
+    batch_ax.set_yscale("log", base=2)
+    batch_ax.yaxis.set_major_locator(FixedLocator([b for b in sizes if b & (b - 1) == 0] or sizes))
+    batch_ax.yaxis.set_minor_locator(NullLocator())
+    batch_ax.yaxis.set_major_formatter(lambda v, _pos: f"{v:g}")
+    loss_ax.set_title(f"验证损失（{count(late)} 条样本之后）")
+    batch_ax.set_title("每步的批大小")
+    for ax in (loss_ax, batch_ax):
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.xaxis.set_major_formatter(lambda v, _pos: str(count(round(v))))
+        ax.set_xlabel("已见样本数（序列）")
+    loss_ax.set_ylabel("验证集损失")
+    batch_ax.set_ylabel("批大小（序列）")
+    fig.legend(loc="outside lower center", ncol=1 if phone else 2, frameon=False)
+    return fig
+
+
+def ramp_table(histories: Mapping[str, Sequence], reach: Mapping[str, Sequence[int | None]], baseline: str):
+    """4.6's ramp verdict table: per plan (one row, the seeds' values joined by 、) the steps it ran, the steps
+    and samples it took to reach the target (:func:`~batchlab.measure.train.steps_to_target`, given as
+    ``reach``; — where a run never reached it), the share of ``baseline``'s steps saved and the verdict of
+    :func:`~batchlab.lecture.ramp_verdict.ramp_verdict` (the baseline's own row reads 对照)."""
+    from batchlab.ui.tables import text_table
+
+    if baseline not in histories or set(reach) != set(histories):
+        raise ValueError(f"histories 与 reach 须列出同样的做法，并包含对照 {baseline!r}")
+    base = reach[baseline]
+
+    def row(name: str) -> list:
+        steps = reach[name]
+        samples = [h.samples_seen[s - 1] if s else "—" for h, s in zip(histories[name], steps)]
+        saved = [None if name == baseline else step_saving(s, b) for s, b in zip(steps, base)]
+        return [name, listed(len(h.step) for h in histories[name]), listed(s or "—" for s in steps),
+                listed(samples), listed("—" if x is None else percent(x, 0) for x in saved),
+                "对照" if name == baseline else ramp_verdict(steps, base)]
+
+    return text_table(["做法", "全程步数", "到目标的步数", "到目标时的样本数", "少用的步数", "判定"],
+                      [row(name) for name in histories])
