@@ -228,8 +228,9 @@ def plot_ramp(histories: Sequence, labels: Sequence[str], target: float | None =
         batch_ax.step([*starts, h.samples_seen[-1]], [*h.batch_sizes, h.batch_sizes[-1]], where="post", **look)
     if target is not None:
         loss_ax.axhline(target, color="k", ls=":", lw=1)
-        loss_ax.annotate("目标", (1.0, target), xycoords=("axes fraction", "data"), xytext=(-4, 3),
-                         textcoords="offset points", ha="right", va="bottom", fontsize=9)
+        # at the left, where every run is still above the target: the label stays clear of the curves
+        loss_ax.annotate("目标", (0.0, target), xycoords=("axes fraction", "data"), xytext=(4, 3),
+                         textcoords="offset points", ha="left", va="bottom", fontsize=9)
     # the start is far above the end: drawn whole, the early fall would flatten the part the runs race in
     loss_ax.set_xlim(late, max(h.samples_seen[-1] for h in histories))
     sizes = sorted({b for h in histories for b in h.batch_sizes})

@@ -1,6 +1,8 @@
 """Exercises of chapter 4.6 (the four misconceptions); answers are computed by batchlab when checked."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from batchlab.formulas.batching import token_weights
 from batchlab.formulas.comm import allreduce_bytes, step_communication
 from batchlab.formulas.effects import EFFECTS, MEMORY_EFFECT, batch_effects, effect_ratios
@@ -26,6 +28,18 @@ def _largest_absorbed(total: float, dtype: str = "bfloat16") -> float:
     import math
 
     return UNIT_ROUNDOFF[dtype] * 2.0 ** math.floor(math.log2(total))
+
+
+def _smallest_ramp_start() -> int:
+    """The smallest global batch the case's job runs (a multiple of b · d with m ≥ p): where a ramp can start."""
+    job = CASE_STUDY.job
+    for batch in range(1, job.global_batch + 1):
+        try:
+            replace(job, global_batch=batch)
+        except ValueError:
+            continue
+        return batch
+    raise AssertionError("the case's own batch runs")
 
 
 def _tuned_messages() -> int:
@@ -80,5 +94,11 @@ EXERCISES: dict[str, Exercise] = {
         "[2, 4) 里相邻两个 bf16 数相差 2 × 2⁻⁷；加上的量不超过这个间隔的一半（u × 2），就近舍入又回到 2.0"
         "（恰好一半时舍到尾数为偶的 2.0）。",
         decimals=4,
+    ),
+    "4.6-7": Exercise(
+        "原文案例（4 级流水线、微批次大小 2、数据并行度 2、1F1B）用 `--rampup-batch-size` 从小批次爬升到 64。"
+        "起始的全局批大小最小取多少，才不会被作业拒绝？",
+        _smallest_ramp_start,
+        "每个阶段的批大小须是 b × d = 4 的倍数，1F1B 还要求 m = G/(b × d) ≥ p = 4：G ≥ 2 × 2 × 4 = 16。",
     ),
 }
