@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from batchlab.lecture.accumulation_precision import (ACCUMULATORS, LOSS_TOLERANCE, equivalence_tolerance,
                                                       loss_curve_gap, same_loss_curve, verdicts_by_accumulator)
-from batchlab.lecture.verdicts import VERDICT
+from batchlab.lecture.verdicts import FLOAT32_ROUNDING, VERDICT
 from batchlab.page.numbers import Formatted, float_gap, scientific
 
 if TYPE_CHECKING:
@@ -80,9 +80,13 @@ def plot_accumulation_error(accumulation: Mapping[str, Mapping[int, float]],
 
 
 def error_reading(error: float) -> Formatted:
-    """A measured relative error as a table shows it: below float32's rounding level only that
-    (:func:`~batchlab.page.numbers.float_gap`), else one significant figure (2.2e-3 → 2×10⁻³)."""
-    return float_gap(error) if error < 1e-6 else scientific(error, figures=1)
+    """A measured relative error as a table shows it: below float32's rounding level
+    (:data:`~batchlab.lecture.verdicts.FLOAT32_ROUNDING`) only "< 10⁻⁶" (its digits change with the CPU;
+    the table's text says it is float32's rounding, which in a column of its own would wrap every cell),
+    else one significant figure (2.2e-3 → 2×10⁻³)."""
+    if error < FLOAT32_ROUNDING:
+        return Formatted(str(float_gap(error)).split("（")[0])
+    return scientific(error, figures=1)
 
 
 def accumulation_table(accumulation: Mapping[str, Mapping[int, float]],
