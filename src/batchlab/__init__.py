@@ -64,6 +64,8 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "lecture.noise_growth": ("levels_off", "rises"),
     "lecture.replan": ("ASSUMED_LINK_BANDWIDTHS", "HYPOTHETICAL_CURVE", "recommendation_moves", "REPLAN_MODEL",
                        "replanned"),
+    "lecture.scaling_literature": ("findings_table_rows", "LECTURE_TABLE", "LITERATURE_CRITERION",
+                                   "literature_verdict_rows", "row_verdict", "with_measured_growth"),
     "lecture.verdicts": ("beats", "best_rate_grows", "fluctuation_ratio", "holds_in_every_seed",
                          "in_band", "late_fluctuation", "late_oscillation", "late_share", "loss_after",
                          "loss_at_samples", "lowest_at_budgets", "moved_besides", "only_memory_moves",

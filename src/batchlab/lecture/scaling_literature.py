@@ -1,0 +1,209 @@
+"""What the literature reports about batch size at language-model scale, set against the 原文's 4.2 table
+(pure python: the claims and the cited findings as data, and the criterion that judges one by the other).
+
+The 原文's table (four batch-size ranges, each with its gradient noise, convergence and use case) reads like
+the large-batch rules of 2017–2019. This module does not re-measure anything at scale: each cited finding is
+worded as its source reports it, with the setting it was reported in, and says which claim of the table it
+bears on and how — it **supports** the claim, **qualifies** it (the claim holds only under a condition the
+原文 does not state: a rule of thumb) or reports the **contrary** within its own setting.
+
+The criterion (:data:`LITERATURE_CRITERION`, stated before the verdicts are computed) asks of each claim whether it
+stands *as the 原文 states it* for today's large-model pre-training:
+
+* 成立 — at least one cited finding supports it and none qualifies or contradicts it;
+* 不成立 — a cited finding qualifies or contradicts it (the relation column says which);
+* 本书无法检验 — no cited finding bears on it (the book's CPU experiments cannot reach that scale).
+
+Only the words of :data:`batchlab.lecture.verdicts.VERDICT_LABELS` are used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from batchlab.lecture.verdicts import UNTESTABLE, VERDICT
+
+__all__ = ["SUPPORTS", "QUALIFIES", "CONTRADICTS", "RELATIONS", "TableRow", "LECTURE_TABLE", "TableClaim",
+           "TABLE_CLAIMS", "Bearing", "Finding", "SCALING_FINDINGS", "LITERATURE_CRITERION", "relations_to", "contradicted",
+           "literature_verdict", "row_verdict", "with_measured_growth", "findings_table_rows",
+           "literature_verdict_rows"]
+
+SUPPORTS = "支持"
+QUALIFIES = "限定"
+CONTRADICTS = "相反"
+RELATIONS: tuple[str, ...] = (SUPPORTS, QUALIFIES, CONTRADICTS)
+"""How a finding bears on a claim: supports it, adds a condition the 原文 does not state, or reports the
+contrary within the finding's own setting."""
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of the 原文's 4.2 table, in the book's terms (批次 for Batch)."""
+
+    batch_range: str
+    noise: str
+    convergence: str
+    use_case: str
+
+
+LECTURE_TABLE: tuple[TableRow, ...] = (
+    TableRow("32–64", "高", "前期收敛快，后期震荡", "小数据集、微调、RLHF"),
+    TableRow("128–256", "中", "均衡，需配合学习率调度", "常规 CV/NLP 训练"),
+    TableRow("512–2048", "低", "稳定，但需线性缩放学习率", "大规模预训练、分布式训练"),
+    TableRow("4096+", "极低", "收敛慢，需特殊优化器（如 LAMB）", "超大规模批次训练"),
+)
+"""The 原文's table, row by row."""
+
+
+@dataclass(frozen=True)
+class TableClaim:
+    """One claim read off the table (a cell, or the book's own advice): the row it sits in and its words."""
+
+    batch_range: str
+    column: str
+    text: str
+
+
+TABLE_CLAIMS: dict[str, TableClaim] = {
+    "small-early-fast": TableClaim("32–64", "收敛特性", "小批次前期收敛快（按样本计）"),
+    "small-use": TableClaim("32–64", "适用场景", "小数据集、微调、RLHF 用 32–64"),
+    "mid-use": TableClaim("128–256", "适用场景", "常规 CV/NLP 训练用 128–256"),
+    "large-linear": TableClaim("512–2048", "收敛特性", "大批次需线性缩放学习率"),
+    "large-use": TableClaim("512–2048", "适用场景", "大规模预训练、分布式训练用 512–2048"),
+    "huge-optimizer": TableClaim("4096+", "收敛特性", "4096+ 需特殊优化器（如 LAMB）"),
+    "adam-sqrt": TableClaim("本书建议", "学习率", "Adam 以平方根缩放为稳妥起点"),
+}
+"""The claims the cited literature could bear on, by key. The rest of the table (noise column, late
+oscillation, balance, schedules, 'slow convergence') the chapter measures itself; no cited finding speaks
+to them."""
+
+
+@dataclass(frozen=True)
+class Bearing:
+    """How one finding bears on one claim (a key of :data:`TABLE_CLAIMS`), and why, in one sentence."""
+
+    claim: str
+    relation: str
+    how: str
+
+    def __post_init__(self) -> None:
+        if self.relation not in RELATIONS:
+            raise ValueError(f"关系 {self.relation!r} 不是 {RELATIONS} 之一")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A cited result, worded as its source reports it (``reported``), the setting it was reported in
+    (``setting``: the scale it holds for, not re-measured here) and the claims it bears on."""
+
+    key: str
+    source: str
+    reported: str
+    setting: str
+    bearings: tuple[Bearing, ...]
+
+
+SCALING_FINDINGS: tuple[Finding, ...] = (
+    Finding(
+        "merrill2025critical", "Merrill et al. 2025",
+        "直接测量的临界批大小在初始化时接近 0，先迅速增大、再趋于平稳；批大小先小后大，"
+        "OLMo 1B 以少 43% 的梯度步数训练到略好的损失",
+        "OLMo 1B、7B 语言模型预训练",
+        (Bearing("small-early-fast", SUPPORTS, "训练初期临界批大小接近 0：此时小批次每个样本都不浪费"),
+         Bearing("small-use", QUALIFIES, "合适的批大小在同一次训练中先小后大，不由任务类型固定为一档"),
+         Bearing("large-use", QUALIFIES, "预训练也宜从小批次起步，随临界批大小增大再加大批次")),
+    ),
+    Finding(
+        "zhang2024critical", "Zhang et al. 2024",
+        "临界批大小主要随数据量增大，而不是随模型规模增大",
+        "8500 万–12 亿参数的自回归语言模型，在 C4 上预训练",
+        (Bearing("small-use", SUPPORTS, "数据量小，临界批大小也小：与“小数据集用小批次”方向一致（论文只测了预训练）"),
+         Bearing("large-use", QUALIFIES, "决定临界批大小的主要是数据量（训练的 token 数），不是模型规模")),
+    ),
+    Finding(
+        "deepseek2024llm", "DeepSeek-AI 2024",
+        "7B、67B 用 AdamW 在 2 万亿 token 上预训练，序列长 4096，批大小 2304 与 4608（未注明单位，按序列计）",
+        "DeepSeek LLM 7B、67B 预训练（仓库 README 报告的设置）",
+        (Bearing("huge-optimizer", CONTRADICTS, "67B 以批大小 4608、用普通的 AdamW 完成了预训练"),
+         Bearing("large-use", QUALIFIES, "这样规模的预训练，批大小（2304、4608）已超出 512–2048")),
+    ),
+    Finding(
+        "li2024surge", "Li et al. 2024",
+        "Adam 类优化器的最优学习率随批大小先升后降，峰值随训练推进移向更大的批大小；"
+        "SGD 类的线性缩放结论不适用于 Adam 类",
+        "Adam 类优化器：理论在梯度符号近似下，实验为若干 CV 与 NLP 任务",
+        (Bearing("large-linear", CONTRADICTS, "对 Adam 类优化器，最优学习率不随批大小线性增大，过了峰值反而下降"),
+         Bearing("adam-sqrt", QUALIFIES, "随 B 单调增大的学习率（平方根缩放也是）至多在峰值以下适用")),
+    ),
+)
+"""The four cited findings the chapter sets against the table (see references.bib for what was opened)."""
+
+LITERATURE_CRITERION = ("先写明判据：一条说法“原样适用于今天的大模型预训练”，要求至少一项引用的结果（在它报告的设置内）支持它，"
+             "且没有一项限定它或报告相反的结果，判“成立”；有一项限定或相反，判“不成立”——限定说明它是只在原文没写明的"
+             "条件下才对的经验法则；没有一项引用的结果涉及它，判“本书无法检验”。")
+"""The criterion, in the words the chapter prints before the verdict table."""
+
+
+def _check_claim(claim: str) -> None:
+    if claim not in TABLE_CLAIMS:
+        raise KeyError(f"没有说法 {claim!r}；可选：{list(TABLE_CLAIMS)}")
+
+
+def contradicted(claim: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> bool:
+    """Whether some finding reports the contrary of ``claim`` within its own setting."""
+    return any(relation == CONTRADICTS for _, relation in relations_to(claim, findings))
+
+
+def relations_to(claim: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> list[tuple[str, str]]:
+    """(source, relation) for every finding that bears on ``claim``, in the findings' order."""
+    _check_claim(claim)
+    return [(f.source, b.relation) for f in findings for b in f.bearings if b.claim == claim]
+
+
+def literature_verdict(claim: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> str:
+    """The verdict of :data:`LITERATURE_CRITERION` on one claim: 成立 if some finding supports it and none qualifies or
+    contradicts it, 不成立 if one does, 本书无法检验 if none bears on it."""
+    relations = [relation for _, relation in relations_to(claim, findings)]
+    if not relations:
+        return UNTESTABLE
+    return VERDICT[all(relation == SUPPORTS for relation in relations)]
+
+
+def row_verdict(batch_range: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> str:
+    """Whether a row of the table survives as stated: 不成立 if any of its claims does not, 成立 if every claim
+    some finding bears on holds, 本书无法检验 if no finding bears on any of its claims."""
+    claims = [key for key, c in TABLE_CLAIMS.items() if c.batch_range == batch_range]
+    if not claims:
+        raise KeyError(f"表中没有区间 {batch_range!r}；可选：{[r.batch_range for r in LECTURE_TABLE]}")
+    verdicts = [literature_verdict(key, findings) for key in claims]
+    tested = [v for v in verdicts if v != UNTESTABLE]
+    if not tested:
+        return UNTESTABLE
+    return VERDICT[all(v == VERDICT[True] for v in tested)]
+
+
+def with_measured_growth(growth_verdict: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> tuple[Finding, ...]:
+    """The findings plus the book's own measurement, when the chapter's verdict on "the noise scale grows
+    during training" is 成立: on its tiny model it then qualifies the use-case column the way Merrill et al.
+    do at scale. Any other verdict adds nothing (a flat or untested noise scale says nothing here)."""
+    if growth_verdict != VERDICT[True]:
+        return tuple(findings)
+    own = Finding("", "本书 4.2 节的测量", "简单噪声尺度随训练增大", "pico 模型（1 层、宽 32）、合成文本",
+                  (Bearing("small-use", QUALIFIES, "同一次训练里，值得用的批大小随训练增大"),
+                   Bearing("large-use", QUALIFIES, "同一次训练里，值得用的批大小随训练增大")))
+    return (*findings, own)
+
+
+def findings_table_rows(findings: Sequence[Finding] = SCALING_FINDINGS) -> list[list[str]]:
+    """Rows (source, setting, what it reports) for the chapter's table of findings."""
+    return [[f.source, f.setting, f.reported] for f in findings]
+
+
+def literature_verdict_rows(findings: Sequence[Finding] = SCALING_FINDINGS) -> list[list[str]]:
+    """Rows (range, column, claim, what the literature says, verdict) for the chapter's verdict table."""
+    rows = []
+    for key, claim in TABLE_CLAIMS.items():
+        said = "；".join(f"{source}：{relation}" for source, relation in relations_to(key, findings)) or "—"
+        rows.append([claim.batch_range, claim.column, claim.text, said, literature_verdict(key, findings)])
+    return rows
+
