@@ -251,7 +251,7 @@ def plot_ramp(histories: Sequence, labels: Sequence[str], target: float | None =
 
 
 def ramp_table(histories: Mapping[str, Sequence], reach: Mapping[str, Sequence[int | None]], baseline: str):
-    """4.6's ramp verdict table: per plan (one row, the seeds' values joined by 、) the steps it ran, the steps
+    """4.6's ramp verdict table: per plan (one row, the seeds' values joined by 、) the steps
     and samples it took to reach the target (:func:`~batchlab.measure.train.steps_to_target`, given as
     ``reach``; — where a run never reached it), the share of ``baseline``'s steps saved and the verdict of
     :func:`~batchlab.lecture.ramp_verdict.ramp_verdict` (the baseline's own row reads 对照)."""
@@ -265,9 +265,10 @@ def ramp_table(histories: Mapping[str, Sequence], reach: Mapping[str, Sequence[i
         steps = reach[name]
         samples = [h.samples_seen[s - 1] if s else "—" for h, s in zip(histories[name], steps)]
         saved = [None if name == baseline else step_saving(s, b) for s, b in zip(steps, base)]
-        return [name, listed(len(h.step) for h in histories[name]), listed(s or "—" for s in steps),
-                listed(samples), listed("—" if x is None else percent(x, 0) for x in saved),
+        return [name, listed(s or "—" for s in steps), listed(samples),
+                listed("—" if x is None else percent(x, 0) for x in saved),
                 "对照" if name == baseline else ramp_verdict(steps, base)]
 
-    return text_table(["做法", "全程步数", "到目标的步数", "到目标时的样本数", "少用的步数", "判定"],
+    # five columns: a sixth (the steps each run took in all) pushed the verdict off a 1280 px column
+    return text_table(["做法", "到目标的步数", "到目标的样本数", "少用的步数", "判定"],
                       [row(name) for name in histories])
