@@ -31,7 +31,8 @@ from batchlab.formulas.pipeline_schedules import pipeline_timeline  # noqa: E402
 from batchlab.formulas.roofline import RateCurve  # noqa: E402
 from batchlab.formulas.tune import tune  # noqa: E402
 from batchlab.lecture.case import CASE_STUDY  # noqa: E402
-from batchlab.ui import convergence, diagrams, efficiency, memory, misconceptions, noise, pipeline, schedules, style  # noqa: E402,E501
+from batchlab.ui import (convergence, diagrams, efficiency, memory, misconceptions, noise, pipeline,  # noqa: E402
+                         precision, schedules, style)
 from booktools import ROOT  # noqa: E402
 
 SMALLEST_FONT_PT = 8.5
@@ -184,6 +185,11 @@ FIGURES = {
     "noise.plot_estimate_error": lambda layout: noise.plot_estimate_error(_estimate_stats(), layout=layout),
     "noise.plot_gradient_cloud": lambda layout: noise.plot_gradient_cloud(noise_data()[0], 4, layout=layout),
     "noise.plot_variance_curve": lambda layout: noise.plot_variance_curve(noise_data()[1], 32, layout=layout),
+    "precision.plot_accumulation_error": lambda layout: precision.plot_accumulation_error(
+        {"fp32": {m: 1e-8 * m for m in (1, 2, 4, 8, 16, 32, 64)},
+         "bf16": {m: 2.2e-3 * m ** 0.45 for m in (1, 2, 4, 8, 16, 32, 64)},
+         "bf16-kahan": {m: 2.2e-3 for m in (1, 2, 4, 8, 16, 32, 64)},
+         "bf16-fp32-main": {m: 2.2e-3 / m ** 0.3 for m in (1, 2, 4, 8, 16, 32, 64)}}, layout=layout),
     "noise.plot_noise_growth": lambda layout: noise.plot_noise_growth(SimpleNamespace(
         samples_seen=(0, 256, 512, 1024, 2048, 4096), loss=(4.17, 3.82, 3.53, 3.0, 2.27, 1.72), subset_size=128,
         b_simple=((20.9, 18.8, 17.4, 18.4), (19.2, 20.0, 18.6, 18.9), (27.0, 24.8, 27.0, 26.3), (42.4, 40.2, 40.7, 38.5),
@@ -232,9 +238,15 @@ def explorers() -> dict:
 
 
 def test_every_figure_function_of_ui_is_checked_here():
-    functions = {f"{module.__name__.rsplit('.', 1)[1]}.{name}"
-                 for module in (convergence, efficiency, memory, misconceptions, noise, pipeline, schedules)
-                 for name in dir(module) if name.startswith("plot_") and callable(getattr(module, name))}
+    import importlib
+    import pkgutil
+
+    import batchlab.ui
+
+    modules = [importlib.import_module(f"batchlab.ui.{m.name}") for m in pkgutil.iter_modules(batchlab.ui.__path__)]
+    functions = {f"{module.__name__.rsplit('.', 1)[1]}.{name}" for module in modules
+                 for name in vars(module) if name.startswith("plot_") and callable(getattr(module, name))
+                 and getattr(getattr(module, name), "__module__", None) == module.__name__}  # defined there
     functions.add("diagrams.draw_batch_anatomy")
     assert functions == set(FIGURES), "a figure function without a legibility check (or a stale one)"
 
