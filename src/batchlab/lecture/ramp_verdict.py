@@ -10,20 +10,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from batchlab.lecture.claims import Claim
 from batchlab.lecture.verdicts import verdict_over_seeds
 
-__all__ = ["RAMP_STEP_SAVING", "RAMP_CLAIM", "step_saving", "saves_steps", "ramp_verdict"]
+__all__ = ["RAMP_STEP_SAVING", "step_saving", "saves_steps", "ramp_verdict"]
 
 RAMP_STEP_SAVING = 0.10
-"""The least share of the constant batch's steps a ramp must save: well above the step resolution (the runs
-evaluate every step, and the constant batch needs a few hundred), well below the ≈43% Merrill et al. report,
+"""The least share of the constant batch's steps a ramp must save: well above the step resolution (4.6's runs
+evaluate every 2 steps, and the constant batch needs a few hundred), well below the ≈43% Merrill et al. report,
 so that the test is of the direction, not of their number."""
-
-RAMP_CLAIM = Claim("小批次后期需要逐步增大批大小（批次爬升：同样的样本，更少的步数）",
-                   f"同样的样本预算内，每个种子上爬升都达到恒定小批次的最终验证损失，且所用步数比恒定小批次首次达到它"
-                   f"少至少 {RAMP_STEP_SAVING:.0%}；每个种子都做不到则不成立，各种子不一致则本书无法检验")
-"""The claim as its card shows it (beside 4.6's other claims in :data:`batchlab.lecture.claims.CLAIMS`)."""
 
 
 def step_saving(ramp_steps: int | None, constant_steps: int) -> float | None:
