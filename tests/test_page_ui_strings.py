@@ -9,8 +9,8 @@ Before: "Link to this heading" / "Link to this definition" on every heading's an
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+from booktools import ROOT
 from booktools.sphinxext import UI_STRINGS
 from tests.book_pages import PAGES
 
@@ -39,7 +39,7 @@ def test_the_check_catches_the_themes_english():
     page = ('<a class="headerlink" href="#x" title="Link to this heading">#</a>'
             '<nav class="bd-links" aria-label="Main"></nav><img alt="Binder logo" src="b.svg">'
             '<button aria-label="颜色模式" title="Job"></button><span title="batchlab.formulas.job.Job"></span>'
-            '<script>var s = \'title="Color mode"\';</script>')
+            '<script>window.label = \'title="Color mode"\';</script>')
     assert english_names(page) == ['title="Link to this heading"', 'aria-label="Main"', 'alt="Binder logo"',
                                    'title="Job"']
 
@@ -50,7 +50,7 @@ def test_every_string_given_is_chinese():
 
 
 def test_the_templates_name_the_landmarks_in_chinese():
-    templates = Path(__file__).resolve().parents[1] / "book" / "_templates"
+    templates = ROOT / "book" / "_templates"
     text = "".join(p.read_text(encoding="utf-8") for p in templates.glob("*.html"))
     assert 'aria-label="Main"' not in text and 'aria-label="Page"' not in text
     assert 'aria-label="全书目录"' in text and 'aria-label="本页内容"' in text

@@ -1,7 +1,7 @@
 """Figure and tables of chapter 4.6's 「第四个前提：累积的精度」: the error of summing gradients in each
 precision, the verdict per accumulator, and what it does to a short run's loss.
 
-The measured errors agree across CPU kernels to about 1 % (the fp32 backward rounds differently, so a few
+The measured errors agree across CPU kernels to about 1% (the fp32 backward rounds differently, so a few
 terms land on another bf16 neighbour), so a table shows one significant figure, or below float32's rounding
 level only that; the verdicts are identical."""
 from __future__ import annotations
