@@ -73,12 +73,15 @@ def scientific(x: float, figures: int = 2) -> Formatted:
     return Formatted(f"{mantissa:.{figures - 1}f}×10{str(exponent).translate(_SUPERSCRIPT)}")
 
 
-def float_gap(x: float, figures: int = 2) -> Formatted:
+def float_gap(x: float, figures: int = 2, say_why: bool = True) -> Formatted:
     """A relative gap between two float32 computations of the same quantity. Below
     :data:`~batchlab.lecture.verdicts.FLOAT32_ROUNDING` its digits are rounding noise that changes with the CPU's
-    vector instructions, so it says what it means: 1.1e-07 → < 10⁻⁶（float32 舍入）; above, :func:`scientific`."""
+    vector instructions, so it says what it means: 1.1e-07 → < 10⁻⁶（float32 舍入）, or only "< 10⁻⁶" with
+    ``say_why=False`` (a table whose text says it, where the note would wrap every cell); above,
+    :func:`scientific`."""
     if abs(x) < FLOAT32_ROUNDING:
-        return Formatted(f"< 10{str(FLOAT32_ROUNDING_EXPONENT).translate(_SUPERSCRIPT)}（float32 舍入）")
+        bound = f"< 10{str(FLOAT32_ROUNDING_EXPONENT).translate(_SUPERSCRIPT)}"
+        return Formatted(f"{bound}（float32 舍入）" if say_why else bound)
     return scientific(x, figures)
 
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from batchlab.lecture.accumulation_precision import (ACCUMULATORS, LOSS_TOLERANCE, equivalence_tolerance,
                                                       loss_curve_gap, same_loss_curve, verdicts_by_accumulator)
-from batchlab.lecture.verdicts import FLOAT32_ROUNDING, VERDICT
-from batchlab.page.numbers import Formatted, float_gap, scientific
+from batchlab.lecture.verdicts import VERDICT
+from batchlab.page.numbers import Formatted, float_gap
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -31,6 +31,7 @@ names, :data:`~batchlab.lecture.accumulation_precision.ACCUMULATOR_LABELS`, do n
 
 PANEL_TITLES = ("梯度累积：m 个微批次", "数据并行 All-Reduce：d 个副本")
 """What each panel sums: one replica's micro-batches, or the replicas' gradients around a ring."""
+
 
 def plot_accumulation_error(accumulation: Mapping[str, Mapping[int, float]],
                             allreduce: Mapping[str, Mapping[int, float]] | None = None,
@@ -84,9 +85,7 @@ def error_reading(error: float) -> Formatted:
     (:data:`~batchlab.lecture.verdicts.FLOAT32_ROUNDING`) only "< 10⁻⁶" (its digits change with the CPU;
     the table's text says it is float32's rounding, which in a column of its own would wrap every cell),
     else one significant figure (2.2e-3 → 2×10⁻³)."""
-    if error < FLOAT32_ROUNDING:
-        return Formatted(str(float_gap(error)).split("（")[0])
-    return scientific(error, figures=1)
+    return float_gap(error, figures=1, say_why=False)
 
 
 def accumulation_table(accumulation: Mapping[str, Mapping[int, float]],
