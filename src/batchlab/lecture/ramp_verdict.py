@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from batchlab.formulas.checks import whole
 from batchlab.lecture.verdicts import verdict_over_seeds
 
 __all__ = ["RAMP_STEP_SAVING", "step_saving", "saves_steps", "ramp_verdict"]
@@ -22,8 +23,7 @@ so that the test is of the direction, not of their number."""
 
 def step_saving(ramp_steps: int | None, constant_steps: int) -> float | None:
     """1 − ramp steps / constant steps to the target (None if the ramp never reached it)."""
-    if isinstance(constant_steps, bool) or not isinstance(constant_steps, int) or constant_steps < 1:
-        raise ValueError(f"constant_steps = {constant_steps!r}：恒定批次达到目标的步数必须是 ≥ 1 的整数")
+    whole("constant_steps", constant_steps)
     return None if ramp_steps is None else 1 - ramp_steps / constant_steps
 
 
