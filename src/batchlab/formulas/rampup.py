@@ -24,7 +24,8 @@ from batchlab.formulas.checks import at_most, divides, whole
 from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 
-__all__ = ["Rampup", "RampStage", "RAMP_SAMPLES_LIMIT", "RAMP_STAGES_LIMIT", "ramp_stages", "noise_batch"]
+__all__ = ["Rampup", "RampStage", "RAMP_SAMPLES_LIMIT", "RAMP_STAGES_LIMIT", "check_ramp_target", "ramp_stages",
+           "noise_batch"]
 
 RAMP_SAMPLES_LIMIT = 2**53
 """The most ramp samples a ramp may last: Megatron-LM divides the consumed samples by a float, and past 2⁵³ a
@@ -121,12 +122,17 @@ class RampStage:
         return dataclasses.asdict(self)
 
 
+def check_ramp_target(ramp: Rampup, job: Job) -> None:
+    """A ramp grows the batch to ``job``'s global batch: another target is refused in one line."""
+    if ramp.global_batch != job.global_batch:
+        raise ValueError(f"rampup 的目标批次 {ramp.global_batch} 与 global_batch = {job.global_batch} 不同")
+
+
 def ramp_stages(job: Job, ramp: Rampup) -> list[RampStage]:
     """Each stage of ``ramp`` (whose target is ``job``'s global batch) under ``job``'s pipeline: the stage's
     job is ``replace(job, global_batch=G_i)``, so a batch the job cannot run is refused in the job's own line.
     More than :data:`RAMP_STAGES_LIMIT` stages are refused."""
-    if ramp.global_batch != job.global_batch:
-        raise ValueError(f"rampup 的目标批次 {ramp.global_batch} 与 global_batch = {job.global_batch} 不同")
+    check_ramp_target(ramp, job)
     at_most("爬升阶段数 (global_batch − rampup_start) / rampup_increment + 1", ramp.num_increments + 1,
             RAMP_STAGES_LIMIT, "上限")
     starts = [ramp.stage_start(i) for i in range(ramp.num_increments + 1)]

@@ -27,7 +27,7 @@ from torch import nn
 
 from batchlab.formulas.checks import at_most, divides, one_of, positive as _positive, whole as _whole
 from batchlab.formulas.job import Job
-from batchlab.formulas.rampup import Rampup
+from batchlab.formulas.rampup import Rampup, check_ramp_target
 from batchlab.formulas.scaling import LR_RULES, batch_size_at, lr_schedule, scale_lr
 from batchlab.measure.model import GPT, LossFn, check_job_model, next_token_loss
 
@@ -285,8 +285,8 @@ def _batch_rule(model: nn.Module, job: Job | None, batch_size: int | None, num_m
     micro_size = None
     if job is not None:
         _batch_arithmetic(model, job, None, num_microbatches)
-        if isinstance(ramp, Rampup) and ramp.global_batch != job.global_batch:
-            raise ValueError(f"rampup 的目标批次 {ramp.global_batch} 与 global_batch = {job.global_batch} 不同")
+        if isinstance(ramp, Rampup):
+            check_ramp_target(ramp, job)
         micro_size = job.micro_batch_size
     num_microbatches = _whole("num_microbatches", 1 if num_microbatches is None else num_microbatches, 1)
     return (lambda _step, consumed: rule(consumed)), None, num_microbatches, micro_size
