@@ -438,3 +438,92 @@ def test_a_ramp_of_too_many_stages_is_refused_in_one_line(capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "爬升阶段数 (global_batch − rampup_start) / rampup_increment + 1 = 1048576 超过了 上限 = 1024" in err
+
+
+# ── issue 40: --n-head, the 32-head variant of gpt2-xl that tensor parallelism splits ────────────
+
+VARIANT = [*CASE[1:-1], "--micro-batch", "2", "--n-head", "32", "--tensor-parallel", "2", "--data-parallel", "1"]
+"""Chapter 4.5's re-plan: the case on its 8 cards with t = 2 taken out of the data parallelism, on gpt2-xl with
+32 heads of 50 dims (its 25 heads refuse t = 2)."""
+
+
+def test_n_head_plans_the_32_head_variant_with_tensor_parallel_2(capsys):
+    from dataclasses import replace
+
+    from batchlab.apps.job_commands import plan_report
+    from batchlab.lecture.replan import REPLAN_MODEL, replanned
+
+    out = run_json(["plan", *VARIANT, "--json"], capsys)
+    assert (out["model"], out["n_layer"], out["d_model"], out["n_head"]) == ("gpt2-xl", 48, 1600, 32)
+    assert out["tensor_parallel"] == 2 and out["data_parallel"] == 1 and out["devices"] == 8
+    assert out["params"] == PUBLISHED_PARAMS["gpt2-xl"]  # the heads cut h, the weights stay h × h
+    expected = plan_report(replanned(replace(CASE_STUDY.job, model=REPLAN_MODEL, micro_batch_size=2), 2))
+    assert out == json.loads(json.dumps(expected))  # the chapter's job, field by field
+    assert main(["plan", *VARIANT]) == 0
+    assert "gpt2-xl  (48 layers, width 1600, 32 heads; 1,557,611,200 parameters)" in capsys.readouterr().out
+    assert run_json([*CASE, "--micro-batch", "2"], capsys)["n_head"] == 25  # the preset's own, in the JSON too
+    # without --n-head the same line is gpt2-xl's 25 heads, which t = 2 cannot split
+    assert main(["plan", *[a for a in VARIANT if a not in ("--n-head", "32")]]) == 2
+    assert "gpt2-xl 的注意力头数 n_head = 25 不能被 tensor_parallel = 2 整除" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["tune", "pipeline"])
+def test_tune_and_pipeline_take_n_head_and_report_it(command, capsys):
+    extra = ["--link-gbs", "200"] if command == "tune" else []
+    out = run_json([command, *VARIANT, *extra, "--json"], capsys)
+    assert out["n_head"] == 32 and out["tensor_parallel"] == 2
+    assert main([command, *VARIANT, *extra]) == 0
+    assert "gpt2-xl (48 layers, width 1600, 32 heads)" in capsys.readouterr().out
+
+
+def test_n_head_lets_a_width_the_presets_heads_do_not_divide(capsys):
+    """--d-model 1024 is no width for 25 heads; with --n-head 16 it is (gpt2-medium's shape, 48 layers)."""
+    base = ["plan", "--global-batch", "8", "--micro-batch", "1", "--d-model", "1024"]
+    assert main(base) == 2
+    assert "d_model = 1024 不能被 n_head = 25 整除" in capsys.readouterr().err
+    out = run_json([*base, "--n-head", "16", "--json"], capsys)
+    assert (out["d_model"], out["n_head"]) == (1024, 16)
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["--n-head", "0"], "n_head = 0：必须是 ≥ 1 的整数"),
+    (["--n-head", "-1"], "n_head = -1：必须是 ≥ 1 的整数"),
+    (["--n-head", "x"], "--n-head 的值 'x' 不是整数"),
+    (["--n-head", "1.5"], "--n-head 的值 '1.5' 不是整数"),
+    (["--n-head", "7"], "d_model = 1600 不能被 n_head = 7 整除"),
+    (["--n-head", str(2**63)], "d_model = 1600 不能被 n_head = 9223372036854775808 整除"),
+    (["--n-head", "32", "--tensor-parallel", "3"], "gpt2-xl 的注意力头数 n_head = 32 不能被 tensor_parallel = 3 整除"),
+    (["--n-head", "32", "--d-model", "1000"], "d_model = 1000 不能被 n_head = 32 整除"),
+    (["--n-head"], "--n-head 需要一个值"),
+])
+def test_a_bad_n_head_is_refused_in_one_line(args, reason):
+    base = ["plan", "--global-batch", "64", "--micro-batch", "2", "--pipeline-stages", "4"]
+    proc = subprocess.run([sys.executable, "-m", "batchlab", *base, *args], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and reason in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_names_n_head_and_the_ramps_status(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per flag: argparse wraps at the terminal, hyphens included
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.strip().startswith("--n-head N_HEAD") and "attention heads" in line for line in lines)
+    ramp = lines[next(i for i, line in enumerate(lines) if line.strip().startswith("--rampup-batch-size")) + 1]
+    assert "as it ran before PR #4411" in ramp  # not a working Megatron-LM flag: ignored there since #4411
+    assert "today's Megatron-LM ignores this flag and uses --step-batch-size-schedule" in ramp
+
+
+def test_the_readmes_n_head_example_plans_t_2(capsys):
+    """The README's --n-head line is the variant above, and it runs."""
+    import re
+
+    from booktools import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"batchlab plan (--model gpt2-xl --n-head 32 [^#]*?)#", readme, re.S)
+    assert command, "README 里找不到 --n-head 的示例"
+    flags = command.group(1).replace("\\", " ").split()
+    out = run_json(["plan", *flags, "--json"], capsys)
+    assert (out["n_head"], out["tensor_parallel"], out["devices"]) == (32, 2, 8)
+    assert out == run_json(["plan", *VARIANT, "--json"], capsys)

@@ -33,20 +33,21 @@ BASE = {
 """A working command line of each command, which :func:`flag_cases` changes one flag of."""
 FLAGS = {
     "plan": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len", "--n-layer",
-             "--d-model", "--grad-accum", "--device-memory-gib", "--tokens-per-second", "--peak-tflops",
+             "--d-model", "--n-head", "--grad-accum", "--device-memory-gib", "--tokens-per-second", "--peak-tflops",
              "--virtual-stages", "--tensor-parallel", "--context-parallel"],
     "tune": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len", "--n-layer",
-             "--d-model", "--device-memory-gib", "--peak-tflops", "--bandwidth-tbs", "--virtual-stages",
+             "--d-model", "--n-head", "--device-memory-gib", "--peak-tflops", "--bandwidth-tbs", "--virtual-stages",
              "--tensor-parallel", "--context-parallel"],
     "pipeline": ["--global-batch", "--micro-batch", "--pipeline-stages", "--data-parallel", "--seq-len", "--n-layer",
-                 "--d-model", "--dropout", "--timeout", "--virtual-stages", "--tensor-parallel", "--context-parallel"],
+                 "--d-model", "--n-head", "--dropout", "--timeout", "--virtual-stages", "--tensor-parallel",
+                 "--context-parallel"],
     "bench-matmul": ["--m", "--k", "--n", "--repeats", "--min-seconds"],
     "grade": ["--timeout", "--notebook-timeout"],
 }
 MULTI = {"plan": {"--rampup-batch-size": ("16", "16", "6000")}}
 """Flags that take several numbers, with a working value of each: :func:`flag_cases` puts every hostile value (and
 10³⁰ written out) in each place in turn, the others at their working value."""
-RUN_FLAGS = ("--seq-len", "--d-model", "--n-layer", "--dropout")
+RUN_FLAGS = ("--seq-len", "--d-model", "--n-layer", "--n-head", "--dropout")
 """Pipeline flags that only matter to a measured run: their cases add ``--run local``."""
 
 _TINY = ["--model", "tiny", "--micro-batch", "1", "--seq-len", "1", "--d-model", "4"]

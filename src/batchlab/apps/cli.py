@@ -204,7 +204,8 @@ def _pipeline(args: argparse.Namespace) -> dict:
                             _RUN_FLAGS)
     report = {"schedule": job.schedule, "virtual_stages": v, "pipeline_stages": p, "num_microbatches": m,
               "model": job.model.name, "n_layer": job.model.n_layer, "d_model": job.model.d_model,
-              "seq_len": job.seq_len, "global_batch": job.global_batch, "micro_batch_size": job.micro_batch_size,
+              "n_head": job.model.n_head, "seq_len": job.seq_len, "global_batch": job.global_batch,
+              "micro_batch_size": job.micro_batch_size,
               "data_parallel": job.data_parallel, "tensor_parallel": job.tensor_parallel,
               "sequence_parallel": job.sequence_parallel, "context_parallel": job.context_parallel,
               "bubble_fraction_formula": job_commands.schedule_bubble(job),
@@ -251,7 +252,7 @@ def _pipeline_text(report: dict) -> str:
         *([f"note             {report['modelled']}"] if report["modelled"] else []),
         f"schedule         {job_commands.schedule_name(report['schedule'], report['virtual_stages'])} ({run}), "
         f"{report['pipeline_stages']} stages, {report['num_microbatches']} micro-batches",
-        f"job              {report['model']} ({report['n_layer']} layers, width {report['d_model']}), seq_len "
+        f"job              {report['model']} ({job_commands.model_shape(report)}), seq_len "
         f"{report['seq_len']}, global batch {report['global_batch']} = {report['data_parallel']} × "
         f"{report['num_microbatches']} micro-batches of {report['micro_batch_size']}"
         + "".join(f", {text}" for text in parallel) + (", sequence parallel" if report["sequence_parallel"] else ""),

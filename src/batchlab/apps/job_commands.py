@@ -23,8 +23,8 @@ from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.numbers import throughput
 
-__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "JOB_FLAGS", "MODEL_LIMITS", "job_arguments", "job_from_args",
-           "device_figures", "schedule_bubble", "schedule_name", "devices_text",
+__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "JOB_FLAGS", "MODEL_OVERRIDES", "MODEL_LIMITS", "job_arguments",
+           "job_from_args", "device_figures", "model_shape", "schedule_bubble", "schedule_name", "devices_text",
            "plan_arguments", "plan", "plan_report", "rampup_report", "plan_text", "tune_arguments", "tune_report", "tune_command",
            "tune_text"]
 
@@ -36,7 +36,7 @@ DEFAULT_BANDWIDTH = _NPU.memory_bandwidth[0]
 
 
 JOB_FLAGS: dict[str, str] = {
-    "model": "--model", "n_layer": "--n-layer", "d_model": "--d-model", "seq_len": "--seq-len",
+    "model": "--model", "n_layer": "--n-layer", "d_model": "--d-model", "n_head": "--n-head", "seq_len": "--seq-len",
     "global_batch": "--global-batch", "micro_batch_size": "--micro-batch", "pipeline_stages": "--pipeline-stages",
     "data_parallel": "--data-parallel", "schedule": "--schedule", "virtual_stages": "--virtual-stages",
     "tensor_parallel": "--tensor-parallel", "sequence_parallel": "--sequence-parallel",
@@ -44,10 +44,15 @@ JOB_FLAGS: dict[str, str] = {
     "precision": "--precision", "optimizer": "--optimizer", "zero1": "--zero1", "fp32_grads": "--fp32-grads",
     "dropout": "--dropout", "attention": "--attention", "device_memory_gib": "--device-memory-gib",
 }
-"""The flag of each job field (and of the model shape's two overrides), on every command that takes a job."""
+"""The flag of each job field (and of the model shape's three overrides), on every command that takes a job."""
+MODEL_OVERRIDES = ("n_layer", "d_model", "n_head")
+"""The fields of the preset's shape that ``--n-layer``, ``--d-model`` and ``--n-head`` replace
+(:class:`~batchlab.formulas.presets.GPTConfig` checks the shape they make: whole numbers, d_model divisible by
+n_head)."""
 MODEL_LIMITS: dict[str, int] = {"n_layer": 1024, "d_model": 2**16}
 """The most ``--n-layer`` and ``--d-model`` may say: past GPT-2 XL's 48 layers and width 1,600 by far, and small
-enough that every formula over the layers answers at once."""
+enough that every formula over the layers answers at once. ``--n-head`` needs no bound of its own: it divides
+d_model, so it is at most d_model."""
 
 
 def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool) -> None:
@@ -56,7 +61,11 @@ def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool
     parser.add_argument("--model", default=case.model.name, choices=list(PRESETS),
                         help=f"model preset (default {case.model.name})")
     parser.add_argument("--n-layer", type=int, default=None, help="override the preset's layer count")
-    parser.add_argument("--d-model", type=int, default=None, help="override the preset's width (a multiple of its heads)")
+    parser.add_argument("--d-model", type=int, default=None,
+                        help="override the preset's width (a multiple of the heads)")
+    parser.add_argument("--n-head", type=int, default=None,
+                        help="override the preset's attention heads, a divisor of the width; --tensor-parallel "
+                             "must divide them (gpt2-xl's 25 refuse t = 2; chapter 4.5 re-plans it with --n-head 32)")
     parser.add_argument("--seq-len", type=int, default=None,
                         help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
     parser.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
@@ -99,9 +108,11 @@ def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool
 
 def job_from_args(args: argparse.Namespace) -> Job:
     """The job the flags describe (ValueError naming the value and the rule when they describe none)."""
-    overrides = {name: at_most(name, getattr(args, name), limit, "上限")
-                 for name, limit in MODEL_LIMITS.items() if getattr(args, name) is not None}
-    model = get_config(args.model, **overrides)
+    overrides = {name: getattr(args, name) for name in MODEL_OVERRIDES if getattr(args, name) is not None}
+    for name, limit in MODEL_LIMITS.items():
+        if name in overrides:
+            at_most(name, overrides[name], limit, "上限")
+    model = get_config(args.model, **overrides)  # the shape's own rules (presets.GPTConfig), one line each
     return Job(model=model, seq_len=model.n_positions if args.seq_len is None else args.seq_len,
                global_batch=args.global_batch, micro_batch_size=args.micro_batch,
                pipeline_stages=args.pipeline_stages, data_parallel=args.data_parallel, schedule=args.schedule,
@@ -124,12 +135,18 @@ def device_figures(peak_flops: float, bandwidth: float | None, job: Job) -> dict
 def _job_summary(job: Job) -> dict:
     """The job's fields as the JSON reports name them."""
     return {"model": job.model.name, "n_layer": job.model.n_layer, "d_model": job.model.d_model,
-            "params": count_params(job.model), "seq_len": job.seq_len,
+            "n_head": job.model.n_head, "params": count_params(job.model), "seq_len": job.seq_len,
             "schedule": job.schedule, "virtual_stages": job.virtual_stages, "tensor_parallel": job.tensor_parallel,
             "sequence_parallel": job.sequence_parallel, "context_parallel": job.context_parallel,
             "recompute": job.recompute, "precision": job.precision,
             "optimizer": job.optimizer, "zero1": job.zero1, "fp32_grads": job.fp32_grads,
             "dropout": job.dropout, "attention": job.attention}
+
+
+def model_shape(report: dict) -> str:
+    """A report's model shape as the text reports write it: ``48 layers, width 1600, 32 heads`` (an override of
+    ``--n-layer``, ``--d-model`` or ``--n-head`` keeps the preset's name, so the shape says which variant ran)."""
+    return f"{report['n_layer']} layers, width {report['d_model']}, {report['n_head']} heads"
 
 
 def schedule_bubble(job: Job) -> float:
@@ -198,9 +215,11 @@ def plan_arguments(parser: argparse.ArgumentParser) -> None:
                                   "of the Ascend 910B preset)")
     parser.add_argument("--rampup-batch-size", type=int, nargs=3, default=None,
                         metavar=("START", "INCREMENT", "SAMPLES"),
-                        help="Megatron-LM's batch ramp-up: grow the global batch from START by INCREMENT over SAMPLES "
-                             "consumed samples up to --global-batch; lists each stage's batch, micro-batches and "
-                             f"bubble under this job (at most {RAMP_STAGES_LIMIT} stages)")
+                        help="the arithmetic of Megatron-LM's batch ramp-up calculator as it ran before PR #4411 "
+                             "(today's Megatron-LM ignores this flag and uses --step-batch-size-schedule): grow the "
+                             "global batch from START by INCREMENT over SAMPLES consumed samples up to --global-batch; "
+                             "lists each stage's batch, micro-batches and bubble under this job "
+                             f"(at most {RAMP_STAGES_LIMIT} stages)")
 
 
 def rampup_report(job: Job, start: int, increment: int, ramp_samples: int) -> dict:
@@ -241,7 +260,7 @@ def _rampup_text(ramp: dict) -> list[str]:
 def plan_text(report: dict) -> str:
     fills = report["pipeline_fills"]
     lines = [
-        f"model            {report['model']}  ({report['params']:,} parameters)",
+        f"model            {report['model']}  ({model_shape(report)}; {report['params']:,} parameters)",
         f"global batch     {report['global_batch']} sequences = {report['tokens_per_step']:,} tokens per step",
         f"devices          {devices_text(report)}",
         f"layers/stage     {report['layers_per_stage']}",
@@ -333,7 +352,8 @@ def tune_command(args: argparse.Namespace) -> dict:
 
 def tune_text(report: dict) -> str:
     lines = [
-        f"model            {report['model']}, seq_len {report['seq_len']}, global batch {report['global_batch']}, "
+        f"model            {report['model']} ({model_shape(report)}), seq_len {report['seq_len']}, "
+        f"global batch {report['global_batch']}, "
         f"devices {devices_text(report)}",
         f"memory           {_memory_settings(report)}, {report['device_memory_bytes'] / GIB:g} GiB per device",
         f"device           {report['device']['name']}: {report['device']['peak_flops'] / 1e12:g} TFLOP/s, "
