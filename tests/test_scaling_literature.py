@@ -20,8 +20,12 @@ def _with_relation(claim: str, relation: str, findings=lit.SCALING_FINDINGS) -> 
                                            for b in f.bearings)) for f in findings)
 
 
-def _plus(claim: str, relation: str) -> tuple[lit.Finding, ...]:
-    extra = lit.Finding("x", "某来源", "某结果", "某设置", (lit.Bearing(claim, relation, "为检验判据而设"),))
+def _plus(claim: str, relation: str, settings=None) -> tuple[lit.Finding, ...]:
+    """The findings plus one reported in ``settings`` (by default the claim's own; pre-training for a
+    general claim)."""
+    settings = settings or lit.TABLE_CLAIMS[claim].settings or (lit.PRETRAINING,)
+    extra = lit.Finding("x", "某来源", "某结果", "某设置", (lit.Bearing(claim, relation, "为检验判据而设"),),
+                        settings=settings)
     return (*lit.SCALING_FINDINGS, extra)
 
 
@@ -57,9 +61,30 @@ def test_verdicts_use_the_books_words_and_the_criterion_names_them():
 
 def test_todays_verdicts():
     verdict = {key: lit.literature_verdict(key) for key in lit.TABLE_CLAIMS}
-    assert verdict == {"small-early-fast": HOLDS, "small-use": FAILS, "mid-use": UNTESTABLE,
-                       "large-linear": FAILS, "large-use": FAILS, "huge-optimizer": FAILS, "adam-sqrt": FAILS}
-    assert [lit.row_verdict(r.batch_range) for r in lit.LECTURE_TABLE] == [FAILS, UNTESTABLE, FAILS, FAILS]
+    assert verdict == {"small-early-fast": HOLDS, "small-use": UNTESTABLE, "mid-use": UNTESTABLE,
+                       "large-linear": FAILS, "large-use": FAILS, "huge-optimizer": FAILS}
+    assert [lit.row_verdict(r.batch_range) for r in lit.LECTURE_TABLE] == [UNTESTABLE, UNTESTABLE, FAILS, FAILS]
+
+
+@pytest.mark.parametrize("relation", lit.RELATIONS)
+def test_a_pretraining_finding_cannot_judge_a_fine_tuning_claim(relation):
+    # every cited finding on the small-batch use case is about pre-training: the claim (fine-tuning, RLHF,
+    # small datasets) stays untested whatever a pre-training source reports, and its row is not refuted
+    assert lit.literature_verdict("small-use", _plus("small-use", relation, (lit.PRETRAINING,))) == UNTESTABLE
+    assert lit.row_verdict("32–64", _plus("small-use", relation, (lit.PRETRAINING,))) == UNTESTABLE
+
+
+def test_a_finding_in_the_claims_own_setting_decides_it():
+    fine_tuned = _plus("small-use", lit.CONTRADICTS, (lit.FINE_TUNING,))
+    assert lit.literature_verdict("small-use", fine_tuned) == FAILS and lit.row_verdict("32–64", fine_tuned) == FAILS
+    supported = _plus("small-use", lit.SUPPORTS, (lit.RLHF,))
+    assert lit.literature_verdict("small-use", supported) == HOLDS and lit.row_verdict("32–64", supported) == HOLDS
+
+
+def test_a_claim_about_training_in_general_takes_every_setting():
+    for settings in ((lit.PRETRAINING,), (lit.FINE_TUNING,), (lit.CV_NLP,)):
+        assert lit.literature_verdict("small-early-fast",
+                                      _plus("small-early-fast", lit.CONTRADICTS, settings)) == FAILS
 
 
 @pytest.mark.parametrize("relation", [lit.CONTRADICTS, lit.QUALIFIES])
@@ -83,16 +108,20 @@ def test_no_finding_is_untestable_and_one_decides():
 
 
 def test_the_books_measured_growth_qualifies_the_use_case_only_when_it_holds():
-    # without Merrill et al.'s qualification, the small-batch use case rests on Zhang et al.'s support alone
-    unqualified = _with_relation("small-use", lit.SUPPORTS)
-    assert lit.literature_verdict("small-use", unqualified) == HOLDS
-    assert lit.literature_verdict("small-use", lit.with_measured_growth(HOLDS, unqualified)) == FAILS
+    # without the cited qualifications, the pre-training use case rests on nothing but the book's own run
+    unqualified = _with_relation("large-use", lit.SUPPORTS)
+    assert lit.literature_verdict("large-use", unqualified) == HOLDS
+    assert lit.literature_verdict("large-use", lit.with_measured_growth(HOLDS, unqualified)) == FAILS
     for other in (FAILS, UNTESTABLE):
         assert lit.with_measured_growth(other, unqualified) == tuple(unqualified)
+    # the book's run is pre-training from scratch: it cannot judge the fine-tuning use case either
+    assert lit.literature_verdict("small-use", lit.with_measured_growth(HOLDS)) == UNTESTABLE
 
 
 def test_contradicted_names_the_claims_with_a_contrary_finding():
-    assert [k for k in lit.TABLE_CLAIMS if lit.contradicted(k)] == ["large-linear", "huge-optimizer"]
+    # Li et al. restrict linear scaling (not for Adam-type optimizers): a qualification, not a contrary result
+    assert [k for k in lit.TABLE_CLAIMS if lit.contradicted(k)] == ["huge-optimizer"]
+    assert lit.relations_to("large-linear") == [("Li et al. 2024", lit.QUALIFIES)]
     assert lit.contradicted("small-early-fast", _plus("small-early-fast", lit.CONTRADICTS))
 
 
@@ -110,3 +139,7 @@ def test_bad_inputs_are_refused():
         lit.literature_verdict("no-such-claim")
     with pytest.raises(KeyError):
         lit.row_verdict("8–16")
+    with pytest.raises(ValueError):
+        lit.TableClaim("32–64", "适用场景", "某说法", ("强化学习以外",))
+    with pytest.raises(ValueError):
+        lit.Finding("x", "某来源", "某结果", "某设置", (), settings=())

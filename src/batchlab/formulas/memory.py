@@ -32,8 +32,9 @@ element (2 in 16-bit, 4 in fp32) and k the bytes of one dropout-mask element (1;
   so wherever activation bytes are printed :func:`activation_basis` names which attention they assume.
 
 Recompute modes: ``selective`` recomputes the s² part (keeps 34sbh); ``full`` keeps only each layer's
-input, e·sbh, and recomputes the rest during the backward pass, when one layer's full set exists again
-(the working set added to the peak). Outside the layers: the first stage holds the token ids (8 bytes
+input, e·sbh, and recomputes the rest during the backward pass, when one layer's full set exists again:
+the part it recomputes (the whole layer less what the layer keeps, already counted) is the working set
+added to the peak. Outside the layers: the first stage holds the token ids (8 bytes
 each, int64) and, with dropout, the embedding dropout mask; the last stage holds the final LayerNorm's
 and the head's inputs (2·e·sbh) and the log-softmax of the logits in fp32 (4·sbV — large at V = 50257).
 
@@ -277,7 +278,9 @@ class MemoryReport:
 def stage_memory(job: Job) -> MemoryReport:
     """Peak bytes on each pipeline stage of ``job`` for one training step (module docstring): the job's
     layer split and the schedule's in-flight micro-batches."""
-    working = 0 if job.recompute == "none" else layer_activation_bytes(job, recompute="none")
+    # the backward pass regenerates one layer's recomputed part; what the layer keeps is already counted in
+    # the in-flight bytes, so the working set is the difference, not the whole layer again
+    working = layer_activation_bytes(job, recompute="none") - layer_activation_bytes(job)
     if job.virtual_stages == 1:
         held = [n * stage_activation_bytes(job, stage) for stage, n in zip(job.stages, job.in_flight_microbatches)]
     else:

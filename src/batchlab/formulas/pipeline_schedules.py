@@ -55,9 +55,10 @@ def bubble_fraction(pipeline_stages: int, num_microbatches: int, schedule: Sched
     ZB-H1 (v = 1, Qi et al. 2024, F = B = W): each device idles p − 1 op times, an op being a third of a
     micro-batch's work on a stage, so (p − 1)/(3m + p − 1), a third of 1F1B's bubble time. ZB-V (v = 2, torch's
     order, F = B = W per chunk): idle time max(p − 1, 2(2p − 1 − m)) chunk ops per device
-    beside 6m busy ones; for m ≥ 1.5p − 0.5 that is (p − 1)/(6m + p − 1), a sixth of 1F1B's bubble time —
-    not zero: device i still waits i ops for the first forward to reach it, and the last backward takes
-    as long to come back. The zero-bubble forms hold for F = B = W, the others for any F and B; each equals
+    beside 6m busy ones; for m ≥ 1.5p − 0.5 that is (p − 1)/(6m + p − 1), a sixth of 1F1B's bubble time
+    (at p = 4, m = 4 the holes make it 6 ops, a third) — not zero, counted over the whole synchronous
+    step: device i waits i ops for the first forward to reach it and p − 1 − i at the end. (Qi et al.
+    count the gaps between a device's first and last op, which are zero.) The zero-bubble forms hold for F = B = W, the others for any F and B; each equals
     the simulator's idle share (a property test). Plain arithmetic on validated counts (a plan or job)."""
     p, m, v = pipeline_stages, num_microbatches, virtual_stages
     if schedule in ("gpipe", "1f1b"):
@@ -238,8 +239,11 @@ def _refusal(schedule: str, p: int, m: int, v: int) -> str | None:
     if schedule == "zero-bubble" and v not in (1, 2):
         return f"virtual_stages = {v}：零气泡调度只有 ZB-H1（virtual_stages = 1）和 ZB-V（virtual_stages = 2）"
     if schedule != "gpipe" and m < p:
+        # whose rule: torch's schedule classes refuse m < p; Megatron-LM's plain 1F1B runs it (warm-up
+        # min(p − rank − 1, m)) with a larger bubble, so the sentence must not call it a property of 1F1B
+        megatron = "；Megatron-LM 的 1F1B 也能跑 m < p，气泡更大" if schedule == "1f1b" else ""
         return (f"num_microbatches = {m}：{SCHEDULES[schedule]} 要求微批次数 ≥ 流水线阶段数 pipeline_stages = {p}"
-                "（torch.distributed.pipelining 的对应调度同样拒绝 m < p）")
+                f"（这是本书与 torch.distributed.pipelining 的对应调度的规则{megatron}）")
     if schedule == "interleaved-1f1b" and m % p:
         return (f"num_microbatches = {m}：交错式 1F1B 要求微批次数是流水线阶段数 pipeline_stages = {p} 的整数倍"
                 "（Megatron-LM 的规则）")
@@ -261,10 +265,12 @@ def check_runnable(schedule: ScheduleName, pipeline_stages: int, num_microbatche
     One rule per schedule, one wording each:
 
     - GPipe and 1F1B hold one model chunk per device (v = 1).
-    - 1F1B needs m ≥ p micro-batches. Its order above is defined for any m, but
-      ``torch.distributed.pipelining.Schedule1F1B`` refuses m < p, and with m < p the steady 1F1B phase
-      never starts (the schedule degenerates to GPipe), so both runtimes of 4.4 reject it. So do the
-      interleaved and zero-bubble schedules.
+    - 1F1B needs m ≥ p micro-batches: the book's rule, taken from
+      ``torch.distributed.pipelining.Schedule1F1B``, which refuses m < p. It is not a property of 1F1B: its
+      order above is defined for any m, and Megatron-LM's non-interleaved 1F1B runs m < p (warm-up
+      min(p − rank − 1, m)) with a larger bubble; with m < p the steady 1F1B phase never starts (the
+      schedule degenerates to GPipe), so both runtimes of 4.4 reject it. So do the interleaved and
+      zero-bubble schedules.
     - Interleaved 1F1B holds v ≥ 2 chunks per device and needs m to be a multiple of p (Megatron-LM's
       rule; torch's flexible variant accepts more, the book keeps the stricter one its readers meet).
     - Zero bubble: ZB-H1 (v = 1) and ZB-V (v = 2), Qi et al. 2024. ZB-H1 is torch's ``ScheduleInterleavedZeroBubble``

@@ -14,6 +14,10 @@ stands *as the 原文 states it* for today's large-model pre-training:
 * 不成立 — a cited finding qualifies or contradicts it (the relation column says which);
 * 本书无法检验 — no cited finding bears on it (the book's CPU experiments cannot reach that scale).
 
+A finding counts only inside the setting it reports: a claim about a kind of training (fine-tuning, RLHF,
+pre-training) is judged only by findings reported in that kind of training, while a claim about training in
+general (a convergence property, a learning-rate rule) is judged by every finding that bears on it.
+
 Only the words of :data:`batchlab.lecture.verdicts.VERDICT_LABELS` are used.
 """
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Sequence
 
 from batchlab.lecture.verdicts import UNTESTABLE, VERDICT
 
-__all__ = ["SUPPORTS", "QUALIFIES", "CONTRADICTS", "RELATIONS", "TableRow", "LECTURE_TABLE", "TableClaim",
+__all__ = ["SUPPORTS", "QUALIFIES", "CONTRADICTS", "RELATIONS", "PRETRAINING", "FINE_TUNING", "RLHF", "SMALL_DATA",
+           "CV_NLP", "SETTINGS", "counts_for", "TableRow", "LECTURE_TABLE", "TableClaim",
            "TABLE_CLAIMS", "Bearing", "Finding", "SCALING_FINDINGS", "LITERATURE_CRITERION", "relations_to", "contradicted",
            "literature_verdict", "row_verdict", "with_measured_growth", "findings_table_rows",
            "literature_verdict_rows"]
@@ -55,27 +60,46 @@ LECTURE_TABLE: tuple[TableRow, ...] = (
 """The 原文's table, row by row."""
 
 
+PRETRAINING = "预训练"
+FINE_TUNING = "微调"
+RLHF = "RLHF"
+SMALL_DATA = "小数据集"
+CV_NLP = "常规 CV/NLP 训练"
+SETTINGS: tuple[str, ...] = (PRETRAINING, FINE_TUNING, RLHF, SMALL_DATA, CV_NLP)
+"""The kinds of training a claim or a finding can be about."""
+
+
+def _check_settings(settings: tuple[str, ...]) -> None:
+    unknown = [s for s in settings if s not in SETTINGS]
+    if unknown:
+        raise ValueError(f"训练类型 {unknown} 不是 {'、'.join(SETTINGS)} 之一")
+
+
 @dataclass(frozen=True)
 class TableClaim:
-    """One claim read off the table (a cell, or the book's own advice): the row it sits in and its words."""
+    """One claim read off the table: the row it sits in, its words, and the kinds of training it speaks of
+    (``settings``; empty for a claim about training in general)."""
 
     batch_range: str
     column: str
     text: str
+    settings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_settings(self.settings)
 
 
 TABLE_CLAIMS: dict[str, TableClaim] = {
     "small-early-fast": TableClaim("32–64", "收敛特性", "小批次前期收敛快（按样本计）"),
-    "small-use": TableClaim("32–64", "适用场景", "小数据集、微调、RLHF 用 32–64"),
-    "mid-use": TableClaim("128–256", "适用场景", "常规 CV/NLP 训练用 128–256"),
+    "small-use": TableClaim("32–64", "适用场景", "小数据集、微调、RLHF 用 32–64", (SMALL_DATA, FINE_TUNING, RLHF)),
+    "mid-use": TableClaim("128–256", "适用场景", "常规 CV/NLP 训练用 128–256", (CV_NLP,)),
     "large-linear": TableClaim("512–2048", "收敛特性", "大批次需线性缩放学习率"),
-    "large-use": TableClaim("512–2048", "适用场景", "大规模预训练、分布式训练用 512–2048"),
+    "large-use": TableClaim("512–2048", "适用场景", "大规模预训练、分布式训练用 512–2048", (PRETRAINING,)),
     "huge-optimizer": TableClaim("4096+", "收敛特性", "4096+ 需特殊优化器（如 LAMB）"),
-    "adam-sqrt": TableClaim("本书建议", "学习率", "Adam 以平方根缩放为稳妥起点"),
 }
-"""The claims the cited literature could bear on, by key. The rest of the table (noise column, late
-oscillation, balance, schedules, 'slow convergence') the chapter measures itself; no cited finding speaks
-to them."""
+"""The claims of the 原文's table the cited literature could bear on, by key. The rest of the table (noise
+column, late oscillation, balance, schedules, 'slow convergence') the chapter measures itself; no cited
+finding speaks to them."""
 
 
 @dataclass(frozen=True)
@@ -94,13 +118,26 @@ class Bearing:
 @dataclass(frozen=True)
 class Finding:
     """A cited result, worded as its source reports it (``reported``), the setting it was reported in
-    (``setting``: the scale it holds for, not re-measured here) and the claims it bears on."""
+    (``setting``: the scale it holds for, not re-measured here), the kinds of training that setting is
+    (``settings``) and the claims it bears on."""
 
     key: str
     source: str
     reported: str
     setting: str
     bearings: tuple[Bearing, ...]
+    settings: tuple[str, ...] = (PRETRAINING,)
+
+    def __post_init__(self) -> None:
+        _check_settings(self.settings)
+        if not self.settings:
+            raise ValueError(f"{self.source}：必须写明它报告的训练类型（{'、'.join(SETTINGS)}）")
+
+
+def counts_for(finding: Finding, claim: TableClaim) -> bool:
+    """Whether ``finding`` may judge ``claim``: always for a claim about training in general, otherwise only
+    when the finding was reported in one of the kinds of training the claim speaks of."""
+    return not claim.settings or any(s in claim.settings for s in finding.settings)
 
 
 SCALING_FINDINGS: tuple[Finding, ...] = (
@@ -117,7 +154,7 @@ SCALING_FINDINGS: tuple[Finding, ...] = (
         "zhang2024critical", "Zhang et al. 2024",
         "临界批大小主要随数据量增大，而不是随模型规模增大",
         "8500 万–12 亿参数的自回归语言模型，在 C4 上预训练",
-        (Bearing("small-use", SUPPORTS, "数据量小，临界批大小也小：与“小数据集用小批次”方向一致（论文只测了预训练）"),
+        (Bearing("small-use", SUPPORTS, "数据量小，临界批大小也小：与“小数据集用小批次”方向一致，但论文只测了预训练"),
          Bearing("large-use", QUALIFIES, "决定临界批大小的主要是数据量（训练的 token 数），不是模型规模")),
     ),
     Finding(
@@ -132,8 +169,8 @@ SCALING_FINDINGS: tuple[Finding, ...] = (
         "Adam 类优化器的最优学习率随批大小先升后降，峰值随训练推进移向更大的批大小；"
         "SGD 类的线性缩放结论不适用于 Adam 类",
         "Adam 类优化器：理论在梯度符号近似下，实验为若干 CV 与 NLP 任务",
-        (Bearing("large-linear", CONTRADICTS, "对 Adam 类优化器，最优学习率不随批大小线性增大，过了峰值反而下降"),
-         Bearing("adam-sqrt", QUALIFIES, "随 B 单调增大的学习率（平方根缩放也是）至多在峰值以下适用")),
+        (Bearing("large-linear", QUALIFIES, "线性缩放只对 SGD 类优化器适用：Adam 类的最优学习率不随批大小线性增大，过了峰值反而下降"),),
+        settings=(PRETRAINING, CV_NLP),
     ),
 )
 """The four cited findings the chapter sets against the table (see references.bib for what was opened)."""
@@ -157,7 +194,8 @@ def contradicted(claim: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> 
 def relations_to(claim: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> list[tuple[str, str]]:
     """(source, relation) for every finding that bears on ``claim``, in the findings' order."""
     _check_claim(claim)
-    return [(f.source, b.relation) for f in findings for b in f.bearings if b.claim == claim]
+    return [(f.source, b.relation) for f in findings for b in f.bearings
+            if b.claim == claim and counts_for(f, TABLE_CLAIMS[claim])]
 
 
 def literature_verdict(claim: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> str:
@@ -170,16 +208,15 @@ def literature_verdict(claim: str, findings: Sequence[Finding] = SCALING_FINDING
 
 
 def row_verdict(batch_range: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> str:
-    """Whether a row of the table survives as stated: 不成立 if any of its claims does not, 成立 if every claim
-    some finding bears on holds, 本书无法检验 if no finding bears on any of its claims."""
+    """Whether a row of the table survives as stated: 不成立 if any of its claims does not, 成立 if every one
+    of its claims holds, otherwise 本书无法检验 (some claim no cited finding may judge)."""
     claims = [key for key, c in TABLE_CLAIMS.items() if c.batch_range == batch_range]
     if not claims:
         raise KeyError(f"表中没有区间 {batch_range!r}；可选：{[r.batch_range for r in LECTURE_TABLE]}")
     verdicts = [literature_verdict(key, findings) for key in claims]
-    tested = [v for v in verdicts if v != UNTESTABLE]
-    if not tested:
-        return UNTESTABLE
-    return VERDICT[all(v == VERDICT[True] for v in tested)]
+    if VERDICT[False] in verdicts:
+        return VERDICT[False]
+    return VERDICT[True] if all(v == VERDICT[True] for v in verdicts) else UNTESTABLE
 
 
 def with_measured_growth(growth_verdict: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> tuple[Finding, ...]:
@@ -188,7 +225,7 @@ def with_measured_growth(growth_verdict: str, findings: Sequence[Finding] = SCAL
     do at scale. Any other verdict adds nothing (a flat or untested noise scale says nothing here)."""
     if growth_verdict != VERDICT[True]:
         return tuple(findings)
-    own = Finding("", "本书 4.2 节的测量", "简单噪声尺度随训练增大", "pico 模型（1 层、宽 32）、合成文本",
+    own = Finding("", "本书 4.2 节的测量", "简单噪声尺度随训练增大", "pico 模型（1 层、宽 32）、合成文本上从头训练",
                   (Bearing("small-use", QUALIFIES, "同一次训练里，值得用的批大小随训练增大"),
                    Bearing("large-use", QUALIFIES, "同一次训练里，值得用的批大小随训练增大")))
     return (*findings, own)

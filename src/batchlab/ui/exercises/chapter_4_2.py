@@ -26,7 +26,7 @@ EXERCISES: dict[str, Exercise] = {
         "线性缩放：学习率乘以新旧批大小之比。",
     ),
     "4.2-2": Exercise(
-        "同上，改用平方根缩放（sqrt scaling，对 Adam 是稳妥的起点），$B = 512$ 时学习率是多少？",
+        "同上，改用平方根缩放（sqrt scaling，Adam 扫描学习率的起点），$B = 512$ 时学习率是多少？",
         lambda: scale_lr(3e-3, 32, 512, "sqrt"),
         "平方根缩放：学习率乘以新旧批大小之比的平方根。",
     ),

@@ -96,9 +96,9 @@ EXERCISES: dict[str, Exercise] = {
         decimals=4,
     ),
     "4.6-7": Exercise(
-        "原文案例（4 级流水线、微批次大小 2、数据并行度 2、1F1B）用 `--rampup-batch-size` 从小批次爬升到 64。"
+        "原文案例（4 级流水线、微批次大小 2、数据并行度 2、1F1B）按 Megatron-LM 旧的 `--rampup-batch-size` 规则从小批次爬升到 64。"
         "起始的全局批大小最小取多少，才不会被作业拒绝？",
         _smallest_ramp_start,
-        "每个阶段的批大小须是 b × d = 4 的倍数，1F1B 还要求 m = G/(b × d) ≥ p = 4：G ≥ 2 × 2 × 4 = 16。",
+        "每个阶段的批大小须是 b × d = 4 的倍数；本书的 1F1B（与 torch 的 Schedule1F1B 一样）还要求 m = G/(b × d) ≥ p = 4：G ≥ 2 × 2 × 4 = 16。",
     ),
 }
