@@ -222,7 +222,7 @@ def test_the_loss_curve_verdict_flips_with_a_gap_of_one_hundredth():
 def test_exercise_4_6_6_is_what_a_bf16_buffer_does():
     from batchlab.ui.exercises import EXERCISES
 
-    largest = EXERCISES["4.6-6"].answer()
+    largest = EXERCISES["4.8-4"].answer()
     buffer = torch.tensor([2.0, 2.0, 2.0], dtype=torch.bfloat16)
     added = buffer + torch.tensor([largest, largest * 1.001, largest / 2], dtype=torch.float32)
     assert added.to(torch.bfloat16).tolist() == [2.0, 2.0 + 2.0**-6, 2.0]   # the tie rounds to even, above it up

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from batchlab.ui.exercises import EXERCISE_CALL, EXERCISES
+from batchlab.ui.exercises import EXERCISE_CALL, EXERCISES, current_id
 
 __all__ = ["QUESTION_TAG", "CHECK_TAGS", "question_markdown", "check_source", "exercise_ids",
            "apply", "main"]
@@ -43,15 +43,20 @@ def question_markdown(exercise_id: str) -> str:
 
 
 def check_source(exercise_id: str) -> str:
-    """The self-check cell under the question."""
+    """The self-check cell under the question (a predict-then-run exercise asks for the prediction first)."""
+    if EXERCISES[exercise_id].predict:
+        return ('prediction = None  # 运行实验之前，先写下你的预测\n'
+                'answer = None  # 运行之后，填你看到的结果\n'
+                f'bl.check("{exercise_id}", answer, prediction)')
     return f'answer = None  # 换成你的答案\nbl.check("{exercise_id}", answer)'
 
 
 def exercise_ids(cell: nbformat.NotebookNode) -> list[str]:
-    """The exercise ids a code cell asks or checks (known ones only)."""
+    """The exercise ids a code cell asks or checks (known ones only, as they are now)."""
     if cell.cell_type != "code":
         return []
-    return list(dict.fromkeys(m.group("id") for m in EXERCISE_CALL.finditer(cell.source) if m.group("id") in EXERCISES))
+    ids = (current_id(m.group("id")) for m in EXERCISE_CALL.finditer(cell.source))  # a moved id: its id now
+    return list(dict.fromkeys(i for i in ids if i in EXERCISES))
 
 
 def _is_question(cell: nbformat.NotebookNode) -> bool:

@@ -38,7 +38,7 @@ from typing import Any, Sequence
 from batchlab.apps.grade_kernel import reset_stop, run_notebook, stop_requested, stop_running
 from batchlab.apps.grade_report import printable
 from batchlab.apps.sandbox import bwrap, prepare_run, remove_tree
-from batchlab.ui.exercises import EXERCISE_CALL, EXERCISES, judge
+from batchlab.ui.exercises import EXERCISE_CALL, EXERCISES, current_id, judge
 
 __all__ = ["DEFAULT_TIMEOUT_S", "DEFAULT_NOTEBOOK_S", "MAX_SUBMISSION_BYTES", "Grade", "GradingInterrupted",
            "GRADE_MODULES", "check_grade_dependencies",
@@ -172,7 +172,7 @@ def read_notebook(data: bytes, suffix: str = ".ipynb") -> Any:
 def asked_exercises(notebook: Any) -> tuple[str, ...]:
     """The ids its code cells ask or check (:data:`~batchlab.ui.exercises.EXERCISE_CALL`), known ones only, in
     the book's order."""
-    found = {m.group("id") for cell in notebook.cells if cell.cell_type == "code"
+    found = {current_id(m.group("id")) for cell in notebook.cells if cell.cell_type == "code"
              for m in EXERCISE_CALL.finditer(cell.source)}
     return tuple(i for i in EXERCISES if i in found)
 
@@ -186,7 +186,8 @@ def _judged(answers_json: str) -> frozenset[str]:
         return frozenset()
     if not isinstance(given, dict):
         return frozenset()
-    return frozenset(i for i, answer in given.items() if i in EXERCISES and _right(i, answer))
+    # a kernel reports ids as they are now; an id from before a move (RENAMED) is read as its new one
+    return frozenset(current_id(i) for i, answer in given.items() if current_id(i) in EXERCISES and _right(i, answer))
 
 
 def _right(exercise_id: str, answer: Any) -> bool:

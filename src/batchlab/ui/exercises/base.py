@@ -16,6 +16,10 @@ class Exercise:
     given. ``decimals`` states the precision the question asks for ("保留两位小数"): any answer within
     half a unit of that last place is right, so 0.47 and 7/15 both pass for 0.4666…; without it a
     relative tolerance ``rel_tol`` applies. Whole-number answers must be exact.
+
+    ``predict``: a predict-then-run exercise. The student writes a prediction before running a cell or
+    moving an explorer, then answers with what was seen; ``check`` judges the answer and says whether the
+    prediction was right (the prediction is recorded, never graded).
     """
 
     question: str
@@ -24,6 +28,7 @@ class Exercise:
     rel_tol: float = 1e-3
     decimals: int | None = None
     choices: Mapping[str, str] | None = None
+    predict: bool = False
 
     def text(self) -> str:
         """The question as a terminal shows it (symbols without their Markdown ``$…$``), choices one per line."""

@@ -3,20 +3,11 @@ from __future__ import annotations
 
 from batchlab.formulas.batching import plan_batch
 from batchlab.formulas.scaling import samples_over_min, scale_lr, steps_over_min
-from batchlab.lecture.scaling_literature import TABLE_CLAIMS, contradicted
 from batchlab.page.numbers import learning_rate
 from batchlab.page.symbols import tex
 from batchlab.ui.exercises.base import Exercise, nearest_choice
 
 __all__ = ["EXERCISES"]
-
-_LITERATURE_CHOICES = {"A": "small-early-fast", "B": "huge-optimizer", "C": "mid-use"}
-
-
-def _contradicted_choice() -> str:
-    """The one choice whose claim a cited finding reports the contrary of."""
-    (letter,) = [letter for letter, claim in _LITERATURE_CHOICES.items() if contradicted(claim)]
-    return letter
 
 EXERCISES: dict[str, Exercise] = {
     "4.2-1": Exercise(
@@ -52,19 +43,5 @@ EXERCISES: dict[str, Exercise] = {
         lambda: nearest_choice(steps_over_min(512, 40) / steps_over_min(32, 40), {"A": 1 / 16, "B": 1 / 2, "C": 1.0}),
         "所需步数 / 最少步数 = 1 + 梯度噪声尺度 / B：B 远大于梯度噪声尺度之后，步数接近下限，不再随 B 成比例减少。",
         choices={"A": "1/16（与批大小成反比）", "B": "约 1/2", "C": "几乎不变"},
-    ),
-    "4.2-7": Exercise(
-        "按本节引用的文献（各在自己报告的设置内），原文表格的哪一条说法被报告了相反的结果？",
-        _contradicted_choice,
-        "对照文献表：DeepSeek LLM 67B 以批大小 4608、用普通的 AdamW 完成了预训练；“前期收敛快”有 Merrill et al. "
-        "的支持；“常规 CV/NLP 用 128–256”没有一项引用的结果涉及。",
-        choices={letter: TABLE_CLAIMS[claim].text for letter, claim in _LITERATURE_CHOICES.items()},
-    ),
-    "4.2-8": Exercise(
-        f"同一次训练中，初始化时测得 {tex('B_simple')} ≈ 20，训练一段时间后 ≈ 80。初始化时用 $B = 32$。"
-        f"按 McCandlish et al. 2018 的模型（以 {tex('B_simple')} 代替 {tex('B_noise')}），后期批大小要增大到多少，"
-        f"所需步数与最少步数 {tex('S_min')} 之比才与初始化时相同？",
-        lambda: 80 / (steps_over_min(32, 20) - 1),
-        "S/S_min 只取决于 B_noise/B：噪声尺度变为 4 倍，批大小也要变为 4 倍——这就是训练中逐步增大批大小的依据。",
     ),
 }

@@ -9,7 +9,6 @@ from batchlab.formulas.tune import runnable_micro_batch_sizes
 from batchlab.formulas.pipeline_schedules import in_flight_microbatches
 from batchlab.formulas.presets import get_config
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.lecture.replan import REPLAN_MODEL
 from batchlab.ui.exercises.base import Exercise
 
 __all__ = ["EXERCISES"]
@@ -64,15 +63,5 @@ EXERCISES: dict[str, Exercise] = {
         "不看显存，批次算术允许的最大微批次大小是多少？",
         lambda: max(runnable_micro_batch_sizes(CASE_STUDY.job)),
         "微批次大小要整除每个副本的序列数 64 / 2，且微批次数 m = 32 / b ≥ p（本书与 torch 的 1F1B 的规则）。",
-    ),
-    "4.3-7": Exercise(
-        "GPT-2 1.5B 的 32 头变体（$h = 1600$，$a = 32$），$s = 1024$，微批次大小 2，16 位、有 dropout、不重计算、"
-        "显式注意力，张量并行 $t = 4$ 并开序列并行。按 Korthikanti et al. 2022 的表 2，一层在每张卡上保存多少 MiB "
-        "激活值？（保留一位小数）",
-        lambda: layer_activation_bytes(Job(REPLAN_MODEL, seq_len=1024, global_batch=2, micro_batch_size=2,
-                                           precision="bf16-mixed", dropout=0.1, tensor_parallel=4,
-                                           sequence_parallel=True)) / 2**20,
-        "开序列并行时每层 s·b·h·(34 + 5·a·s/h)/t 字节，除以 2²⁰。",
-        decimals=1,
     ),
 }

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from batchlab.formulas.pipeline_schedules import bubble_fraction, pipeline_timeline
 from batchlab.formulas.precision import element_bytes
 from batchlab.formulas.roofline import RateCurve, arithmetic_intensity, matmul_flops, tokens_per_matmul
 from batchlab.formulas.throughput import model_step
@@ -21,15 +20,6 @@ def _step_ratio(speed_up: float) -> float:
     curve = RateCurve((rows, 2 * rows), (1e12, speed_up * 1e12))
     before, after = (model_step(j, curve) for j in (job, replace(job, micro_batch_size=2 * job.micro_batch_size)))
     return after.step_seconds / before.step_seconds
-
-
-def _idle_time_ratio(schedule: str, virtual_stages: int, p: int = 4, m: int = 8) -> float:
-    """Idle time per device of one simulated step under ``schedule`` over 1F1B's, the same work (a chunk costs 1/v
-    of a stage)."""
-    v = virtual_stages
-    idle = [t.makespan * t.idle_fraction for t in (pipeline_timeline(schedule, p, m, 1 / v, 2 / v, virtual_stages=v),
-                                                   pipeline_timeline("1f1b", p, m))]
-    return idle[0] / idle[1]
 
 
 def _slower_option() -> str:
@@ -68,18 +58,5 @@ EXERCISES: dict[str, Exercise] = {
         _slower_option,
         "把每种情况的时间片代入 (m + p − 1) × 时间片比较：效率不变时，只剩下更大的气泡。",
         choices={"A": "矩阵乘法效率不变", "B": "矩阵乘法效率提高到 1.5 倍", "C": "矩阵乘法效率提高到 2 倍"},
-    ),
-    "4.4-6": Exercise(
-        "交错式 1F1B：$p = 4$ 个阶段、$m = 8$ 个微批次、每个设备 $v = 2$ 个虚拟阶段，气泡占比是多少？"
-        "（用百分数，保留一位小数，如 27.3）",
-        lambda: 100 * bubble_fraction(4, 8, "interleaved-1f1b", 2),
-        "每个设备空等的时间缩短为 1F1B 的 1/v：(p − 1)/(v·m + p − 1)。",
-        decimals=1,
-    ),
-    "4.4-7": Exercise(
-        "同样 $p = 4$、$m = 8$，F、B、W 一样长。零气泡 ZB-H1 每个设备的空闲时间是 1F1B 的几倍？（保留两位小数）",
-        lambda: _idle_time_ratio("zero-bubble", 1),
-        "1F1B 空等 p − 1 个“前向 + 反向”；ZB-H1 把 W 推迟去填空，只剩 p − 1 个单独的操作，每个是它的三分之一。",
-        decimals=2,
     ),
 }

@@ -2,16 +2,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from batchlab.formulas.job import Job
 from batchlab.formulas.presets import get_config
 from batchlab.formulas.roofline import DEVICE_PRESETS
-from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.formulas.throughput import mfu, model_flops_per_token
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY, CaseConfig
-from batchlab.lecture.replan import REPLAN_MODEL, replanned
 from batchlab.page.numbers import flops_rate, throughput
 from batchlab.ui.exercises.base import Exercise, nearest_choice
 
@@ -42,12 +39,6 @@ _CASE_CHOICES = {"A": CASE_STUDY.reported["npu_utilization"], "B": _case_mfu(per
 def _lab_recommendation() -> int:
     result = tune(LAB_CASE.job, DEVICE_PRESETS["ascend-910b"].curve(LAB_CASE.job.model, "low"))
     return result["recommended"]["micro_batch_size"]
-
-
-def _replanned_bubble() -> float:
-    """The bubble of the case on the same 8 cards as t·p·d = 2·4·1 (the 32-head variant)."""
-    job = replanned(replace(CASE_STUDY.job, model=REPLAN_MODEL))
-    return bubble_fraction(job.pipeline_stages, job.num_microbatches, job.schedule, job.virtual_stages)
 
 
 def _lab_mfu_percent() -> float:
@@ -95,12 +86,5 @@ EXERCISES: dict[str, Exercise] = {
         f"{_case_mfu(per_card=True):.0%}（选项 B）：那是另一种读法，审查表也算了它，但这道题问的是整个集群的读法。",
         choices={"A": "约 42%，与报告一致", "B": f"约 {_case_mfu(per_card=True):.0%}",
                  "C": f"不到 {math.ceil(100 * _case_mfu(per_card=False)):.0f}%"},
-    ),
-    "4.5-6": Exercise(
-        "在同样 8 张卡上把原文案例改为 t·p·d = 2·4·1（GPT-2 1.5B 的 32 头同规模变体，全局批大小 64，微批次大小 2，"
-        "1F1B），每步的气泡占比是百分之几？（填百分数的数值，保留一位小数）",
-        lambda: 100 * _replanned_bubble(),
-        "数据并行度从 2 变成 1，每个副本的微批次数 m = 64 / (2 × 1) 翻倍；气泡 (p − 1)/(m + p − 1)。",
-        decimals=1,
     ),
 }

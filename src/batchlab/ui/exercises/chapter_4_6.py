@@ -1,14 +1,11 @@
 """Exercises of chapter 4.6 (the four misconceptions); answers are computed by batchlab when checked."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from batchlab.formulas.batching import token_weights
 from batchlab.formulas.comm import allreduce_bytes, step_communication
 from batchlab.formulas.effects import EFFECTS, MEMORY_EFFECT, batch_effects, effect_ratios
 from batchlab.formulas.roofline import DEVICE_PRESETS
 from batchlab.formulas.scaling import scale_lr
-from batchlab.lecture.accumulation_precision import UNIT_ROUNDOFF
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.lecture.verdicts import unchanged
 from batchlab.page.numbers import learning_rate
@@ -19,27 +16,6 @@ __all__ = ["EXERCISES", "UNCHANGED_CHOICES"]
 # Choice letters of 4.6-3 → the quantity of batchlab.formulas.effects.EFFECTS each names.
 UNCHANGED_CHOICES: dict[str, str] = {"A": "p2p_messages", "B": "bubble_fraction", "C": "allreduce_mib_per_sample",
                                      "D": MEMORY_EFFECT}
-
-
-def _largest_absorbed(total: float, dtype: str = "bfloat16") -> float:
-    """The largest x > 0 that a buffer of ``dtype`` holding ``total`` (> 0) rounds away: half the spacing of
-    the dtype's numbers at ``total`` is u × 2^⌊log₂ total⌋, and a tie rounds to the even neighbour (a power
-    of two's)."""
-    import math
-
-    return UNIT_ROUNDOFF[dtype] * 2.0 ** math.floor(math.log2(total))
-
-
-def _smallest_ramp_start() -> int:
-    """The smallest global batch the case's job runs (a multiple of b · d with m ≥ p): where a ramp can start."""
-    job = CASE_STUDY.job
-    for batch in range(1, job.global_batch + 1):
-        try:
-            replace(job, global_batch=batch)
-        except ValueError:
-            continue
-        return batch
-    raise AssertionError("the case's own batch runs")
 
 
 def _tuned_messages() -> int:
@@ -86,19 +62,5 @@ EXERCISES: dict[str, Exercise] = {
         f"在单卡上用批大小 8、学习率 {learning_rate(1e-3)} 调好的 SGD，换到全局批大小 64 时，按线性缩放法则学习率应设为多少？",
         lambda: scale_lr(1e-3, 8, 64, "linear"),
         "Goyal et al. 2017：批大小放大 k 倍，学习率也放大 k 倍（并配合预热）。",
-    ),
-    "4.6-6": Exercise(
-        "bfloat16 的有效数字是 8 位（含隐含的 1），单位舍入 u = 2⁻⁸。一个 bf16 梯度缓冲里已经累加到 2.0，"
-        "再加上一个微批次的梯度分量 x（x > 0）。x 不超过多少时，缓冲的值一点也不变？（保留四位小数）",
-        lambda: _largest_absorbed(2.0),
-        "[2, 4) 里相邻两个 bf16 数相差 2 × 2⁻⁷；加上的量不超过这个间隔的一半（u × 2），就近舍入又回到 2.0"
-        "（恰好一半时舍到尾数为偶的 2.0）。",
-        decimals=4,
-    ),
-    "4.6-7": Exercise(
-        "原文案例（4 级流水线、微批次大小 2、数据并行度 2、1F1B）按 Megatron-LM 旧的 `--rampup-batch-size` 规则从小批次爬升到 64。"
-        "起始的全局批大小最小取多少，才不会被作业拒绝？",
-        _smallest_ramp_start,
-        "每个阶段的批大小须是 b × d = 4 的倍数；本书的 1F1B（与 torch 的 Schedule1F1B 一样）还要求 m = G/(b × d) ≥ p = 4：G ≥ 2 × 2 × 4 = 16。",
     ),
 }
