@@ -55,7 +55,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
                           "tokens_per_matmul"),
     "formulas.scaling": ("fit_steps_samples", "LR_RULES", "samples_over_min", "scale_lr",
                          "steps_over_min"),
-    "formulas.throughput": ("model_step",),
+    "formulas.throughput": ("mfu", "model_flops_per_token", "model_step"),
     "formulas.tune": ("runnable_micro_batch_sizes", "tune"),
     # 原文：案例数据与判定标准
     "lecture.audit": ("audit_case", "matching_settings", "memory_grid", "modelled_speedup"),
