@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from batchlab.formulas.rampup import Rampup, ramp_stages
 from batchlab.formulas.scaling import steps_over_min
 from batchlab.lecture.accumulation_precision import UNIT_ROUNDOFF
 from batchlab.lecture.case import CASE_STUDY
@@ -41,6 +42,13 @@ def _smallest_ramp_start() -> int:
     raise AssertionError("the case's own batch runs")
 
 
+def _ramp_steps(increment: int) -> list[int]:
+    """The steps of each stage of the case's ramp from 16 to its global batch over 6000 samples (the last, at
+    the target, runs on and is left out): ``--rampup-batch-size 16 <increment> 6000``."""
+    job = CASE_STUDY.job
+    return [s.steps for s in ramp_stages(job, Rampup(16, increment, 6000, job.global_batch)) if s.steps is not None]
+
+
 EXERCISES: dict[str, Exercise] = {
     "4.8-1": Exercise(
         f"同一次训练中，初始化时测得 {tex('B_simple')} ≈ 20，训练一段时间后 ≈ 80。初始化时用 $B = 32$。"
@@ -50,10 +58,10 @@ EXERCISES: dict[str, Exercise] = {
         "S/S_min 只取决于 B_noise/B：噪声尺度变为 4 倍，批大小也要变为 4 倍——这就是训练中逐步增大批大小的依据。",
     ),
     "4.8-2": Exercise(
-        "按本节引用的文献（各在自己报告的设置内），原文表格的哪一条说法被报告了相反的结果？",
+        "按本章“延伸阅读”一节引用的四项结果（各在自己报告的设置内），原文表格的哪一条说法被报告了相反的结果？",
         _contradicted_choice,
-        "对照文献表：DeepSeek LLM 67B 以批大小 4608、用普通的 AdamW 完成了预训练；“前期收敛快”有 Merrill et al. "
-        "的支持；“常规 CV/NLP 用 128–256”没有一项引用的结果涉及。",
+        "对照那四项结果：DeepSeek LLM 67B 以批大小 4608、用普通的 AdamW 完成了预训练；“前期收敛快”与 Merrill et al. "
+        "测到的初期临界批大小接近 0 同向；“常规 CV/NLP 用 128–256”没有一项引用的结果涉及。",
         choices={letter: TABLE_CLAIMS[claim].text for letter, claim in _LITERATURE_CHOICES.items()},
     ),
     "4.8-3": Exercise(
@@ -69,5 +77,16 @@ EXERCISES: dict[str, Exercise] = {
         "[2, 4) 里相邻两个 bf16 数相差 2 × 2⁻⁷；加上的量不超过这个间隔的一半（u × 2），就近舍入又回到 2.0"
         "（恰好一半时舍到尾数为偶的 2.0）。",
         decimals=4,
+    ),
+    "4.8-5": Exercise(
+        "先预测，再运行。原文案例按 `--rampup-batch-size 16 16 6000` 爬升时，到第 6000 条样本为止各阶段共走 "
+        f"{' + '.join(map(str, _ramp_steps(16)))} = {sum(_ramp_steps(16))} 步。把增量从 16 改成 8，"
+        "到第 6000 条样本为止一共走多少步？先写下预测（比它多还是少），再运行 "
+        f"`bl.ramp_stages(c, bl.Rampup(16, 8, 6000, {CASE_STUDY.job.global_batch}))`，"
+        "把各阶段的步数（最后那个“其余”阶段除外）加起来。",
+        lambda: sum(_ramp_steps(8)),
+        "增量越小，批大小越早离开 16：阶段更多、每段更短，爬升途中的平均批大小更大，步数就更少"
+        f"（{' + '.join(map(str, _ramp_steps(8)))}）。",
+        predict=True,
     ),
 }
