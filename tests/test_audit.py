@@ -123,3 +123,24 @@ def test_chapter_4_5_says_which_attention_the_tuner_and_the_audit_assume():
     assert activation_basis(CASE_STUDY.job.attention) in printed and "换成融合注意力后的显存占比" in printed
     prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     assert "案例的 `Job` 是显式注意力" in prose and "显式/融合注意力" in prose and "--use-flash-attn" in prose
+
+
+def test_the_lab_predictions_4_5_7_and_4_5_8_follow_from_the_bubble_and_the_in_flight_count():
+    # doubling the lab case's micro-batch (m 16 -> 8, p 4): with a flat rate the step is 19 slots of t against
+    # 11 slots of 2t, 19/22 -> "slower"; on the 910B low end the matmul is past the ridge, the same answer.
+    # Memory: 1F1B's first stage keeps min(p, m) = 4 micro-batches in flight either way, each twice as large,
+    # beside model states that do not move, so the peak grows by (S + 2A)/(S + A), less than 2x.
+    from batchlab.formulas.memory import stage_memory
+    from batchlab.ui.exercises import EXERCISES, expected
+    from batchlab.ui.exercises.chapter_4_5 import LAB_CASE
+
+    lab = LAB_CASE.job
+    doubled = replace(lab, micro_batch_size=2 * lab.micro_batch_size)
+    assert modelled_speedup(lab, doubled, FLAT["flat"]) == pytest.approx(19 / 22)
+    assert expected("4.5-7") == "C" and "15.8% → 27.3%" in EXERCISES["4.5-7"].hint
+    first = stage_memory(lab).stages[0]
+    states = first.states.parameters + first.states.gradients + first.states.optimizer
+    assert first.in_flight == stage_memory(doubled).stages[0].in_flight == lab.pipeline_stages
+    ratio = (states + 2 * first.activation_bytes) / (states + first.activation_bytes)
+    assert expected("4.5-8") == pytest.approx(ratio) and 1 < ratio < 2
+    assert all(EXERCISES[i].predict for i in ("4.5-4", "4.5-5", "4.5-7", "4.5-8"))
