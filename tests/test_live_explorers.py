@@ -36,7 +36,8 @@ from booktools import browser as chromium, live, live_page, render_check
 
 LIVE_PAGES = ["book/4.1-definition", "book/4.2-convergence", "book/4.3-memory", "book/4.4-efficiency",
               "book/4.5-case-study"]
-STILL_PAGES = ["book/preface", "book/4.6-misconceptions", "book/glossary", "book/api", "book/instructors"]
+STILL_PAGES = ["book/preface", "book/4.6-misconceptions", "book/4.7-schedules-parallelism",
+               "book/4.8-batch-during-training", "book/glossary", "book/methods", "book/api", "book/instructors"]
 
 
 def text(fragment: str) -> str:
