@@ -89,7 +89,7 @@ def test_case_activations_name_their_attention_and_show_the_fused_figures():
     assert "s×s 分数占每层的 70%" in table
     # the schedule table's header names the kind; the fused stage 0 of both schedules is printed beside it
     assert "阶段 0 激活（显式注意力）" in _output_of('stage0_bytes(s, b, 2 * g) / base[s]')
-    beside = _output_of('stage0_bytes(s, b, g, attention="fused")')
+    beside = _output_of("stage0_bytes(s, b, g, attention='fused')")
     assert f"GPipe {fused['gpipe']:.2f} GiB" in beside and f"1F1B {fused['1f1b']:.2f} GiB" in beside
     held = _output_of("held / boundary")
     assert f"{stored['1f1b']:.2f} GiB（显式注意力）" in held and f"融合注意力下 {fused['1f1b']:.2f} GiB" in held
@@ -147,7 +147,7 @@ def test_intercept_share_is_printed_and_not_below_one_percent(measured_line):
 
 
 def test_linearity_row_says_what_the_meter_shows_and_what_it_cannot():
-    table = _output_of("straight_line_residual(sizes, activations)")
+    table = _output_of('bl.CLAIMS["device-linear"]')
     assert "计量器读数是 B 的直线" in table and "本书无法检验" in table
     assert "激活值与 Batch Size 近似线性  直线拟合" not in table
 
@@ -217,7 +217,7 @@ def test_headroom_of_a_90_percent_reading_against_the_largest_transient():
     readings = [(max(stage_memory(replace(CASE, micro_batch_size=b, recompute=mode)).peak_bytes_per_stage) + idle) / capacity
                 for mode in ("none", "selective", "full") for b in allowed]
     assert not any(0.85 <= r <= 0.90 for r in readings)
-    assert "85%–90% 的：没有" in _output_of("in_band(reading(")
+    assert "85%–90% 的：没有" in _output_of("0.85 <= reading(")
 
 
 # 7–10. tied embedding, GPipe's re-materialisation, the fixture's provenance, the stage index
