@@ -59,4 +59,15 @@ EXERCISES: dict[str, Exercise] = {
         "数据并行度从 2 变成 1，每个副本的微批次数 m = 64 / (2 × 1) 翻倍；气泡 (p − 1)/(m + p − 1)。",
         decimals=1,
     ),
+    "4.7-5": Exercise(
+        "先预测，再运行：$p = 4$、$m = 8$ 时，把交错式 1F1B 的虚拟阶段从 $v = 2$（练习 4.7-1）加到 $v = 4$，"
+        "气泡占比是多少？先写下预测（是 $v = 2$ 时的一半、多于一半，还是少于一半？），再运行 "
+        "`bl.bubble_fraction(4, 8, \"interleaved-1f1b\", 4)`，或画 "
+        "`bl.show_figure(bl.plot_schedule_comparison, 4, 8, [(\"interleaved-1f1b\", 4)])` 看时间线。"
+        "（用百分数，保留一位小数）",
+        lambda: 100 * bubble_fraction(4, 8, "interleaved-1f1b", 4),
+        "(p − 1)/(v·m + p − 1)：v 翻倍只让分母里的 v·m 翻倍，分子 p − 1 和分母里的 p − 1 不变，所以气泡比一半略多。",
+        decimals=1,
+        predict=True,
+    ),
 }
