@@ -32,14 +32,6 @@ def test_the_stored_measured_timelines_have_no_outlier_op():
         assert int(line["count"]) == 0 and float(line["ratio"]) <= OUTLIER_FACTOR, line.group(0)
 
 
-def test_the_stored_interleaved_and_zero_bubble_timelines_have_no_outlier_op():
-    """The same check on the section beyond the lecture: interleaved 1F1B and ZB-H1 on the real engine."""
-    lines = stored_outlier_lines("schedule-outliers")
-    assert len(lines) == 2, "4.4 应为交错式 1F1B 与零气泡两条实测时间线各打印一行离群算子检查"
-    for line in lines:
-        assert int(line["count"]) == 0 and float(line["ratio"]) <= OUTLIER_FACTOR, line.group(0)
-
-
 def test_the_line_pattern_reads_a_flagged_timeline():
     """The check can fail: the line the chapter would print for the cold-start timeline it once showed."""
     flagged = LINE.match("单进程实测（9 步中位数），按依赖重排：最慢的算子是同段同类中位数的 40.4 倍，离群算子（> 3 倍）2 个")

@@ -1,4 +1,4 @@
-"""Chapter 4.5's two re-plans beyond the 原文 (batchlab.lecture.replan): each criterion flips on a contrary input."""
+"""Chapter 4.7's two re-plans of the 原文's case (batchlab.lecture.replan): each criterion flips on a contrary input."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,4 +1,4 @@
-"""4.4's schedule tables (batchlab.ui.schedules): the verdict that the fastest micro-batch moves with the schedule
+"""4.7's schedule tables (batchlab.ui.schedules): the verdict that the fastest micro-batch moves with the schedule
 flips on a contrary table, and the tables carry the closed forms and the model's numbers, not others."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_the_verdict_flips_on_a_contrary_table():
 
 
 def test_the_lecture_case_does_not_move_and_a_shorter_sequence_does():
-    """The numbers 4.4 prints: on the case's 910B roofline (compute-bound from M = 1024) every schedule is
+    """The numbers 4.7 prints: on the case's 910B roofline (compute-bound from M = 1024) every schedule is
     fastest at micro-batch 1; at sequence length 256 on the high end the zero-bubble schedules move to 2."""
     case = CASE_STUDY.job
     assert not best_moves(tokens_by_schedule(case, NPU.curve(case.model, "low")))
@@ -56,7 +56,7 @@ def test_the_bubble_table_prints_the_closed_form_beside_the_simulator(p, m):
 
 
 def tensor_parallel_jobs(seq_len=1024):
-    """The three 8-card layouts 4.4 compares, t·p·d = 1·4·2, 2·4·1, 4·2·1, on the 32-head gpt2-xl."""
+    """The three 8-card layouts 4.7 compares, t·p·d = 1·4·2, 2·4·1, 4·2·1, on the 32-head gpt2-xl."""
     from batchlab.lecture.replan import REPLAN_MODEL
 
     case = replace(CASE_STUDY.job, model=REPLAN_MODEL, seq_len=seq_len)
@@ -73,6 +73,6 @@ def test_the_tensor_parallel_table_is_the_models():
     assert [line.split()[0] for line in lines[1:]] == ["1·4·2", "2·4·1", "4·2·1"]
     assert "[1024, 1600] × [1600, 3200]" in lines[2] and "12.5 MiB" in lines[2]
     assert tensor_parallel_bytes_per_layer(replace(jobs[1], micro_batch_size=1)) == 4 * 1024 * 1600 * 2  # 4 × 2(t−1)/t
-    # the verdict 4.4 prints: t does not move the case's fastest micro-batch, it does at sequence length 256
+    # the verdict 4.7 prints: t does not move the case's fastest micro-batch, it does at sequence length 256
     assert not best_moves(tensor_parallel_speeds(jobs, NPU, 50e9))
     assert best_moves(tensor_parallel_speeds(tensor_parallel_jobs(256), NPU, 50e9, "high"))
