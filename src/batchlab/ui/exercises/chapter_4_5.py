@@ -122,7 +122,8 @@ EXERCISES: dict[str, Exercise] = {
     "4.5-7": Exercise(
         f"先预测：练习案例把微批次大小从 {LAB_CASE.job.micro_batch_size} 增大到 {_LAB_DOUBLED.micro_batch_size}"
         "（全局批大小不变，1F1B），按 4.4 节的步时间模型（910B 屋顶线低端），吞吐会怎样变？写下预测的选项，"
-        f"再用 `bl.modelled_speedup` 算出来（练习开头的 `lab` 和 `lab_curve`）。",
+        f"再运行 `bl.modelled_speedup(lab, replace(lab, micro_batch_size={_LAB_DOUBLED.micro_batch_size}), lab_curve)`"
+        "（调整后的吞吐是调整前的几倍）对照。",
         _speed_direction,
         f"M = 微批次大小 × 序列长度，从 {LAB_CASE.job.micro_batch_size * LAB_CASE.job.seq_len} 变成 "
         f"{_LAB_DOUBLED.micro_batch_size * LAB_CASE.job.seq_len}，都已越过 910B 屋顶线的拐点，矩阵乘法几乎不再变快；"
@@ -134,7 +135,7 @@ EXERCISES: dict[str, Exercise] = {
     "4.5-8": Exercise(
         f"先预测：练习案例把微批次大小从 {LAB_CASE.job.micro_batch_size} 增大到 {_LAB_DOUBLED.micro_batch_size}"
         "（全局批大小不变，1F1B，不重计算），最满阶段的峰值显存是原来的几倍？写下预测，"
-        "再用 `bl.stage_memory` 算两种微批次下的峰值显存占比并相除（保留两位小数）。",
+        "再用 `bl.stage_memory(job).peak_memory_fraction` 算两种微批次下的峰值显存占比并相除（保留两位小数）。",
         _lab_memory_ratio,
         f"1F1B 下第一个阶段在途的微批次数 min(p, m) = {LAB_CASE.job.pipeline_stages} 不变，每个微批次的激活值加倍；"
         "参数、梯度和优化器状态与微批次大小无关，所以峰值不到原来的 2 倍。",
