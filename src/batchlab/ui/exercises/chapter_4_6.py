@@ -1,14 +1,15 @@
 """Exercises of chapter 4.6 (the four misconceptions); answers are computed by batchlab when checked."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from batchlab.formulas.batching import token_weights
 from batchlab.formulas.comm import allreduce_bytes, step_communication
 from batchlab.formulas.effects import EFFECTS, MEMORY_EFFECT, batch_effects, effect_ratios
+from batchlab.formulas.job import Job
 from batchlab.formulas.roofline import DEVICE_PRESETS
-from batchlab.formulas.scaling import scale_lr
 from batchlab.lecture.case import CASE_STUDY, CASE_STUDY_TUNED
 from batchlab.lecture.verdicts import unchanged
-from batchlab.page.numbers import learning_rate
 from batchlab.ui.exercises.base import Exercise
 
 __all__ = ["EXERCISES", "UNCHANGED_CHOICES"]
@@ -20,6 +21,12 @@ UNCHANGED_CHOICES: dict[str, str] = {"A": "p2p_messages", "B": "bubble_fraction"
 
 def _tuned_messages() -> int:
     return step_communication(CASE_STUDY_TUNED.job).p2p_messages
+
+
+def _memory_ratio(job: Job) -> float:
+    """The busiest stage's memory of ``job`` over the case's (4.6, 误区一's table), on the 910B roofline."""
+    curve = DEVICE_PRESETS["ascend-910b"].curve(CASE_STUDY.job.model, "low")
+    return effect_ratios(batch_effects(job, curve), batch_effects(CASE_STUDY.job, curve))[MEMORY_EFFECT]
 
 
 def _unchanged_by_micro_batch() -> str:
@@ -58,9 +65,25 @@ EXERCISES: dict[str, Exercise] = {
         lambda: token_weights([100, 300], "per_microbatch")[0] / token_weights([100, 300], "global_tokens")[0],
         "按微批次平均：1/(2 × 100)；按全局 token：1/400。",
     ),
-    "4.6-5": Exercise(
-        f"在单卡上用批大小 8、学习率 {learning_rate(1e-3)} 调好的 SGD，换到全局批大小 64 时，按线性缩放法则学习率应设为多少？",
-        lambda: scale_lr(1e-3, 8, 64, "linear"),
-        "Goyal et al. 2017：批大小放大 k 倍，学习率也放大 k 倍（并配合预热）。",
+    "4.6-8": Exercise(
+        "全局批大小不变，把原文案例的微批次大小从 2 增大到 4：最满阶段的显存变为原来的几倍？先把你的预测写进 `prediction`"
+        "（每个微批次的激活翻倍，显存也翻倍吗？），再运行误区一里算 `effects` 的那一格，"
+        "用 `effects[\"微批次 ×2\"][\"peak_memory_gib\"] / effects[\"基线\"][\"peak_memory_gib\"]` 算出比值填进 `answer`。"
+        "（保留两位小数）",
+        lambda: _memory_ratio(CASE_STUDY_TUNED.job),
+        "参数、梯度和优化器状态不随微批次变，翻倍的只有激活：比值在 1 与 2 之间，取决于激活占这个阶段显存的份额。",
+        decimals=2,
+        predict=True,
+    ),
+    "4.6-9": Exercise(
+        "微批次大小保持 2，把原文案例的全局批大小从 64 增大到 128（1F1B）：最满阶段的显存变为原来的几倍？"
+        "先把你的预测写进 `prediction`（每步的样本翻倍了），再运行误区一里算 `effects` 的那一格，"
+        "用 `effects[\"全局批次 ×2\"][\"peak_memory_gib\"] / effects[\"基线\"][\"peak_memory_gib\"]` 算出比值填进 `answer`。"
+        "（保留两位小数）",
+        lambda: _memory_ratio(replace(CASE_STUDY.job, global_batch=2 * CASE_STUDY.job.global_batch)),
+        "1F1B 下第 i 个阶段同时在途的微批次最多 min(p − i, m) 个：m 从 16 增大到 32，p = 4 不变，"
+        "在途的激活也就不变；多出来的微批次只是排在后面。",
+        decimals=2,
+        predict=True,
     ),
 }
