@@ -1,4 +1,4 @@
-"""batchlab.ui.precision: the figure of 4.6's 「第四个前提：累积的精度」 is legible on a desk and a phone, draws
+"""batchlab.ui.precision: the figure of 4.8's 「bf16 下的梯度累积：累积的精度」 is legible on a desk and a phone, draws
 the bf16 criterion, leaves exact zeros off its log axis, and refuses what it cannot draw."""
 import matplotlib
 

@@ -1,4 +1,4 @@
-"""Batch-size ramp-up in training (4.6): the noise-driven rule, train's ramp, the runner, and the verdict that a
+"""Batch-size ramp-up in training (4.8): the noise-driven rule, train's ramp, the runner, and the verdict that a
 contrary measurement flips."""
 import math
 
