@@ -23,14 +23,28 @@ from batchlab.ui.exercises import EXERCISES, answers, check, expected, is_correc
 from booktools import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
-HEADERS = ["学生", "4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6", "总分", "状态"]
+CHAPTER_4_1 = [i for i in EXERCISES if i.startswith("4.1-")]  # the columns of a class that hands in chapter 4.1
+
+
+def _scores(*right: int) -> list[int]:
+    """1 for each exercise of 4.1 whose number is in ``right`` (1, 3: 4.1-1 and 4.1-3), 0 for the others."""
+    return [int(int(i.removeprefix("4.1-")) in right) for i in CHAPTER_4_1]
+
+
+def _row(student: str, right: tuple[int, ...], status: str) -> list[str]:
+    """The CSV row of a student who answered the exercises ``right`` of 4.1 correctly."""
+    return [student, *map(str, _scores(*right)), str(len(right)), status]
+
+
+HEADERS = ["学生", *CHAPTER_4_1, "总分", "状态"]
+# the fixtures answer 4.1-1 … 4.1-6 (the chapter's exercises when they were written): a later exercise scores 0
 ROWS = [
-    ["all_correct", "1", "1", "1", "1", "1", "1", "6", "ok"],
-    ["endless_loop", "1", "1", "0", "0", "0", "0", "2", "超时：单元格 4 运行超过 5 秒，已中断"],
+    _row("all_correct", (1, 2, 3, 4, 5, 6), "ok"),
+    _row("endless_loop", (1, 2), "超时：单元格 4 运行超过 5 秒，已中断"),
     # its last cell raises too, but is tagged raises-exception (an error the author meant): not listed
-    ["error_cell", "0", "1", "1", "1", "1", "1", "5", "出错：单元格 3 抛出 ZeroDivisionError；单元格 4 抛出 NameError"],
-    ["some_wrong", "1", "0", "1", "0", "0", "0", "2", "ok"],
-    ["truncated", "0", "0", "0", "0", "0", "0", "0", "不是 notebook：第 52 行第 5 列起不是合法的 JSON，文件不完整或已损坏"],
+    _row("error_cell", (2, 3, 4, 5, 6), "出错：单元格 3 抛出 ZeroDivisionError；单元格 4 抛出 NameError"),
+    _row("some_wrong", (1, 3), "ok"),
+    _row("truncated", (), "不是 notebook：第 52 行第 5 列起不是合法的 JSON，文件不完整或已损坏"),
 ]
 
 
@@ -55,7 +69,7 @@ def test_the_grader_judges_the_sent_answers_itself():
     sent = json.dumps({"4.1-4": right, "4.1-2": wrong, "9.9-9": 1, "4.1-3": "junk"})
     assert _judged(sent) == {"4.1-4"}
     # verdicts sent as data are answers, and wrong ones
-    forged = json.dumps({i: True for i in ("4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6")})
+    forged = json.dumps({i: True for i in CHAPTER_4_1})
     assert _judged(forged) == set()
     for broken in ("", "{oops", "[1, 2]", "null", "[" * 100_000 + "]" * 100_000):
         assert _judged(broken) == set()
@@ -100,9 +114,6 @@ def test_a_file_name_in_gbk_is_read_and_a_vanished_file_gets_its_own_row(tmp_pat
 
 # ── the table ─────────────────────────────────────────────────────────────────────────────────────
 
-CHAPTER_4_1 = ["4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6"]
-
-
 def test_columns_are_the_assignments_chapters_and_a_missing_one_scores_0():
     grades = [Grade("zhang", OK, ("4.1-1", "4.1-3"), frozenset({"4.1-1", "4.1-3"})),
               Grade("li", OK, ("4.1-1",), frozenset()),  # deleted 4.1-3: 0, not a blank
@@ -110,8 +121,8 @@ def test_columns_are_the_assignments_chapters_and_a_missing_one_scores_0():
               Grade("zhao", OK, ("4.2-1",), frozenset({"4.2-1", "4.1-2"}))]  # one notebook of 3 asks 4.2: no column
     headers, rows = grade_table(grades)
     assert headers == ["学生", *CHAPTER_4_1, "总分", "状态"]
-    assert rows == [["zhang", 1, 0, 1, 0, 0, 0, 2, OK], ["li", 0, 0, 0, 0, 0, 0, 0, OK],
-                    ["wang", 0, 0, 0, 0, 0, 0, 0, "不是 notebook：…"], ["zhao", 0, 1, 0, 0, 0, 0, 1, OK]]
+    assert rows == [["zhang", *_scores(1, 3), 2, OK], ["li", *_scores(), 0, OK],
+                    ["wang", *_scores(), 0, "不是 notebook：…"], ["zhao", *_scores(2), 1, OK]]
     # half the readable notebooks asking is enough; the instructor can also name the chapters
     assert grade_table(grades[:1] + grades[3:])[0][1:-2] == [*CHAPTER_4_1,
                                                           *(i for i in EXERCISES if i.startswith("4.2-"))]
@@ -250,7 +261,7 @@ def test_the_terminal_shows_the_same_rows_and_a_progress_bar(graded):
     proc, out = graded
     lines = proc.stdout.splitlines()
     assert [line.split() for line in lines[:6]] == [HEADERS, *(row[:-1] + row[-1].split() for row in ROWS)]
-    assert lines[-2:] == ["5 份提交；每道练习答对 1 分，满分 6 分。未作答、出错或删掉的练习记 0 分。", f"已写入 {out}"]
+    assert lines[-2:] == [f"5 份提交；每道练习答对 1 分，满分 {len(CHAPTER_4_1)} 分。未作答、出错或删掉的练习记 0 分。", f"已写入 {out}"]
     assert "批改: 100%" in proc.stderr and "5/5" in proc.stderr and "Traceback" not in proc.stderr
 
 

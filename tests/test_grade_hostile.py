@@ -29,14 +29,17 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from batchlab.apps.sandbox import LIMITS
+from batchlab.ui.exercises import EXERCISES
 from booktools import ROOT
 
 pytestmark = pytest.mark.slow
 
 HONEST = ['from batchlab.ui.exercises import ask, check', 'ask("4.1-1")\ncheck("4.1-1", 8)',
           'ask("4.1-2")\ncheck("4.1-2", 3)']
-HONEST_ROW = ["1", "0", "0", "0", "0", "0", "1", "ok"]
-ALL = ", ".join(f'"4.1-{k}"' for k in range(1, 7))
+CHAPTER_4_1 = [i for i in EXERCISES if i.startswith("4.1-")]  # the columns of a class that hands in chapter 4.1
+TOTAL = 1 + len(CHAPTER_4_1)  # the index of 总分 in a row
+HONEST_ROW = ["1", *["0"] * (len(CHAPTER_4_1) - 1), "1", "ok"]
+ALL = ", ".join(f'"{i}"' for i in CHAPTER_4_1)
 FORGERS = {
     # one line each, none using expected(): the verdict is the grader's, not the kernel's
     "patch_judge": "import batchlab.ui.exercises as e\ne.judge = lambda *a, **k: True\n"
@@ -254,12 +257,12 @@ def graded(request):
 def test_every_honest_row_is_graded_and_unchanged(graded):
     rows = graded["rows"]
     assert graded["rc"] == 0, graded["stderr"]
-    assert rows["学生"] == ["学生", "4.1-1", "4.1-2", "4.1-3", "4.1-4", "4.1-5", "4.1-6", "总分", "状态"]
+    assert rows["学生"] == ["学生", *CHAPTER_4_1, "总分", "状态"]
     for name in ("honest", "classmate", "new\\nline", "'=HYPERLINK(\"evil.invalid\",\"click\")", "\\x1b[2Kwipe"):
         assert rows[name][1:] == HONEST_ROW, rows.get(name)
     assert (graded["subs"] / "classmate.ipynb").read_bytes() == graded["classmate"]
     for name in FORGERS:  # patch_judge also overwrote its own right answer with 0s: it scores 0
-        assert int(rows[name][7]) <= 1, rows[name]
+        assert int(rows[name][TOTAL]) <= 1, rows[name]
 
 
 @pytest.mark.parametrize("teacher", [False, True] if os.geteuid() == 0 else [False])
@@ -276,7 +279,7 @@ def test_a_chapter_runs_whole_in_the_sandbox(teacher):
     try:
         proc = subprocess.run(_as_teacher(argv) if teacher else argv, capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr
-        assert json.loads(proc.stdout)["rows"] == [["chapter", 0, 0, 0, 0, 0, 0, 0, "ok"]]
+        assert json.loads(proc.stdout)["rows"] == [["chapter", *[0] * len(CHAPTER_4_1), 0, "ok"]]
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -294,7 +297,7 @@ def test_nothing_written_outside_the_sandbox(graded):
     assert (base / "sentinel.txt").read_text(encoding="utf-8") == "keep"
     assert (graded["subs"] / "honest.ipynb").exists() and not (base / "planted.txt").exists()
     # the vandal's removals failed (it cannot see them); its write, if it succeeded, stayed in the sandbox
-    assert rows["vandal"][1:8] == HONEST_ROW[:7]
+    assert rows["vandal"][1:-1] == HONEST_ROW[:-1]
     assert not (base / "instructor-ipython").exists()  # grading history stays out of the instructor's IPython
     assert sorted(p.name for p in base.iterdir()) == ["grades.csv", "secret.txt", "sentinel.txt", "subs",
                                                       "teacher.sock", "tmp"]
@@ -317,10 +320,10 @@ def test_limits_stop_a_notebook_and_say_which(graded):
             and not graded["teacher"] else
             rows["deep_shared"][-1].startswith("超限：") and "共用的文件夹" in rows["deep_shared"][-1]), rows["deep_shared"]
     for name in ("disk", "deep_dirs", "fork_storm", "hog"):  # refused inside their own notebook: no Leaked
-        assert rows[name][1:8] == HONEST_ROW[:7], rows[name]
+        assert rows[name][1:-1] == HONEST_ROW[:-1], rows[name]
     assert rows["hog"][-1] == "ok"
     for name in ("memory_hog", "many_slow_cells"):  # their answers never left the kernel
-        assert rows[name][7] == "0"
+        assert rows[name][TOTAL] == "0"
     # grading and its sandboxes together: three 2.8 GB children stopped near the 4 GiB budget, not at 8.4 GB
     # (the grader looks every 0.05 s; three processes allocating at once can pass the line by about a GiB)
     assert graded["sampler"].family_peak < LIMITS.memory_bytes + 2 * 2**30
@@ -328,18 +331,18 @@ def test_limits_stop_a_notebook_and_say_which(graded):
 
 def test_what_a_notebook_prints_costs_the_grader_nothing(graded):
     rows = graded["rows"]
-    assert rows["huge_output"][1:8] == HONEST_ROW[:7], rows["huge_output"]
-    assert rows["sparse"][1:] == ["0"] * 7 + ["未批改：文件有 1,024 MiB，超过 16 MiB 的上限（一章连同图也不到 1 MiB）"]
+    assert rows["huge_output"][1:-1] == HONEST_ROW[:-1], rows["huge_output"]
+    assert rows["sparse"][1:] == ["0"] * TOTAL + ["未批改：文件有 1,024 MiB，超过 16 MiB 的上限（一章连同图也不到 1 MiB）"]
     assert graded["sampler"].grader_peak < 600 * 2**20  # 300 MiB printed, a 1 GiB file handed in
 
 
 def test_one_broken_file_costs_only_its_row(graded):
     rows = graded["rows"]
-    assert rows["deep_json"][1:] == ["0"] * 7 + ["不是 notebook：JSON 嵌套过深，不是 Jupyter 保存的文件"]
+    assert rows["deep_json"][1:] == ["0"] * TOTAL + ["不是 notebook：JSON 嵌套过深，不是 Jupyter 保存的文件"]
     assert rows["link"][-1] == "未批改：这是一个符号链接，只批改文件夹里的普通文件"
-    assert rows["no_answers"][1:] == ["0"] * 7 + ["出错：读答案的单元格抛出 RuntimeError"]
+    assert rows["no_answers"][1:] == ["0"] * TOTAL + ["出错：读答案的单元格抛出 RuntimeError"]
     assert rows["deaf"][-1].startswith(f"中断无效：单元格 4 运行超过 {TIMEOUT} 秒且不响应中断")
-    assert rows["deaf"][7] == "0"  # its answers never left the kernel
+    assert rows["deaf"][TOTAL] == "0"  # its answers never left the kernel
 
 
 def test_no_student_string_forges_a_row(graded):
