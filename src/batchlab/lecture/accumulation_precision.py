@@ -1,6 +1,6 @@
 """「梯度累积与大批次完全等价」 qualified by precision: the criterion, stated before any measurement (pure math).
 
-4.6 judges the claim in fp32 (:func:`batchlab.lecture.verdicts.same_update`: a relative gap of at most 10⁻⁵).
+4.6 judges the claim in fp32 and 4.8 measures its precision (:func:`batchlab.lecture.verdicts.same_update`: a relative gap of at most 10⁻⁵).
 Under bf16 even the large batch is not exact: its gradient, held in bfloat16, is rounded once, so no
 accumulation can be judged against 10⁻⁵. The fair question is whether accumulating m micro-batches costs
 anything *beyond* what the precision already costs the large batch.

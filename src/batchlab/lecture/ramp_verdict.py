@@ -1,4 +1,4 @@
-"""Does a batch-size ramp save steps? The criterion of 4.6's ramp experiment, stated before measuring.
+"""Does a batch-size ramp save steps? The criterion of 4.8's ramp experiment, stated before measuring.
 
 The 原文 says a small batch needs its batch increased step by step later in training; Merrill et al. (2025)
 report that a ramp reached the same loss in fewer steps at the same tokens. The book tests the second,
@@ -16,7 +16,7 @@ from batchlab.lecture.verdicts import verdict_over_seeds
 __all__ = ["RAMP_STEP_SAVING", "step_saving", "saves_steps", "ramp_verdict"]
 
 RAMP_STEP_SAVING = 0.10
-"""The least share of the constant batch's steps a ramp must save: well above the step resolution (4.6's runs
+"""The least share of the constant batch's steps a ramp must save: well above the step resolution (4.8's runs
 evaluate every 2 steps, and the constant batch needs a few hundred), well below the ≈43% Merrill et al. report,
 so that the test is of the direction, not of their number."""
 

@@ -225,7 +225,7 @@ def with_measured_growth(growth_verdict: str, findings: Sequence[Finding] = SCAL
     do at scale. Any other verdict adds nothing (a flat or untested noise scale says nothing here)."""
     if growth_verdict != VERDICT[True]:
         return tuple(findings)
-    own = Finding("", "本书 4.2 节的测量", "简单噪声尺度随训练增大", "pico 模型（1 层、宽 32）、合成文本上从头训练",
+    own = Finding("", "本书 4.8 节的测量", "简单噪声尺度随训练增大", "pico 模型（1 层、宽 32）、合成文本上从头训练",
                   (Bearing("small-use", QUALIFIES, "同一次训练里，值得用的批大小随训练增大"),
                    Bearing("large-use", QUALIFIES, "同一次训练里，值得用的批大小随训练增大")))
     return (*findings, own)

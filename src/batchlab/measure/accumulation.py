@@ -114,7 +114,7 @@ def relative_gap(grads: dict[str, torch.Tensor], reference: dict[str, torch.Tens
     return diff / scale if scale > 0 else diff
 
 
-# ── Accumulation in bf16 (4.6 beside 4.3's bytes): what the fp32 main gradients buy ─────────────────────────
+# ── Accumulation in bf16 (4.8 beside 4.3's bytes): what the fp32 main gradients buy ─────────────────────────
 
 def microbatch_gradients(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
                          num_microbatches: int) -> tuple[torch.Tensor, list[int]]:

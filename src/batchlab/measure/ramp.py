@@ -1,5 +1,5 @@
 """Batch-size ramp-up measured: the noise-driven ramp (the batch follows the measured noise scale) and the runner
-that trains constant batches and ramps at equal samples over several seeds (4.6, beyond the 原文).
+that trains constant batches and ramps at equal samples over several seeds (4.8, 选读: beyond the 原文).
 
 The rule "which batch at consumed sample n" is :mod:`batchlab.formulas.rampup`'s — Megatron-LM's linear
 :class:`~batchlab.formulas.rampup.Rampup`, or :func:`~batchlab.formulas.rampup.noise_batch` applied to a

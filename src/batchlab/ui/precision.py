@@ -1,4 +1,4 @@
-"""Figure and tables of chapter 4.6's 「第四个前提：累积的精度」: the error of summing gradients in each
+"""Figure and tables of chapter 4.8's 「bf16 下的梯度累积：累积的精度」: the error of summing gradients in each
 precision, the verdict per accumulator, and what it does to a short run's loss.
 
 The measured errors agree across CPU kernels to about 1% (the fp32 backward rounds differently, so a few
