@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from batchlab.lecture.claims import CLAIMS, Claim, at_grid_edge
+from batchlab.lecture.claims import CLAIMS, Claim
 from batchlab.lecture.verdicts import SAME_DISTRIBUTION, UNTESTABLE, VERDICT, VERDICT_LABELS, late_oscillation, update_verdict
-from batchlab.ui.claims import claim_card, claim_cards
+from batchlab.ui.claims import claim_card
 from batchlab.page.numbers import percent
 from booktools import ROOT
 
@@ -48,7 +48,7 @@ def test_only_the_glossarys_verdict_words_are_accepted():
 def test_no_python_repr_reaches_the_reader():
     card = claim_card(CLAIMS["memory-only"], [("显存", percent(0.42)), ("样本数", 4096), ("损失", 2.34567),
                                               ("在边上", False)], False, note="只作参考")
-    for shown in (card.html(), card.text, str(claim_cards(card, card)), claim_cards(card)._repr_html_()):
+    for shown in (card.html(), card.text, str(card), card._repr_html_()):
         assert not REPR.search(shown), shown
     assert "4,096" in card.text and "2.35" in card.text and "42.0%" in card.text and "否" in card.text
     for raw in (None, {"a": 1}, [1, 2], object()):
@@ -68,13 +68,6 @@ def test_html_is_escaped_and_the_criterion_is_required():
 def test_every_registered_claim_has_words_and_a_criterion():
     assert all(isinstance(c, Claim) and c.text and c.criterion for c in CLAIMS.values())
     assert len({c.text for c in CLAIMS.values()}) == len(CLAIMS)
-
-
-def test_grid_edge():
-    assert at_grid_edge(1.0, [1.0, 2.0, 4.0]) and at_grid_edge(4.0, [4.0, 1.0, 2.0])
-    assert not at_grid_edge(2.0, [1.0, 2.0, 4.0])
-    with pytest.raises(ValueError):
-        at_grid_edge(1.0, [])
 
 
 def test_the_stylesheet_styles_the_cards():

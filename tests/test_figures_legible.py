@@ -41,7 +41,6 @@ explorers, the batch diagram, plain pyplot with the book's rcParams): the font s
 scales by each figure's displayed width."""
 CURVE = RateCurve((1024, 2048, 4096, 8192), (1e12, 2e12, 2.5e12, 2.6e12), "测试曲线")
 SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
-MODES = {"none": 1.2, "selective": 1.0, "full": 0.15}
 PHONE_PX = 358  # the content column on a 390 px phone, in CSS pixels
 
 
@@ -166,9 +165,6 @@ FIGURES = {
         {s: stage_memory(replace(CASE_STUDY.job, schedule=s)) for s in ("gpipe", "1f1b")}, layout=layout),
     "memory.plot_memory_by_batch": lambda layout: memory.plot_memory_by_batch(
         [1, 2, 4, 8, 16], [3e6] * 5, [b * 1.2e6 for b in (1, 2, 4, 8, 16)], 64, layout=layout),
-    "memory.plot_activation_check": lambda layout: memory.plot_activation_check(
-        [1, 2, 4, 8, 16], {m: [b * f * 1e6 for b in (1, 2, 4, 8, 16)] for m, f in MODES.items()},
-        {m: [b * f * 1.01e6 for b in (1, 2, 4, 8, 16)] for m, f in MODES.items()}, 64, layout=layout),
     "memory.plot_memory_audit": lambda layout: memory.plot_memory_audit(
         {i: 0.3 + 0.006 * i for i in range(96)}, {i: 0.35 + 0.008 * i for i in range(96)}, (0.92, 0.85),
         "调整前（微批次 2）最满阶段的显存占比", "调整后（微批次 4）", layout=layout),

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from batchlab.measure.model import IGNORE_INDEX
-from batchlab.measure.accumulation import (BatchNormLM, batch_gradients, mask_after, random_lengths,
+from batchlab.measure.accumulation import (BatchNormLM, batch_gradients, mask_after,
                                    relative_gap)
 from batchlab.formulas.batching import token_weights
 from batchlab.formulas.comm import allreduce_bytes, p2p_bytes, p2p_messages, step_communication
@@ -117,7 +117,8 @@ def test_dropout_differs_like_another_seed_and_repeats_with_the_same_one(batch):
 def test_per_microbatch_mean_breaks_with_unequal_lengths_only(batch):
     inputs, targets = batch
     model = GPT(PICO)
-    padded = mask_after(targets, random_lengths(16, 16, shortest=2, seed=0))
+    lengths = torch.randint(2, 17, (16,), generator=torch.Generator().manual_seed(0))  # 2…16 real tokens
+    padded = mask_after(targets, lengths)
     assert (padded == IGNORE_INDEX).any()
     reference = batch_gradients(model, inputs, padded)
     per_micro = batch_gradients(model, inputs, padded, num_microbatches=4, normalize="per_microbatch")

@@ -35,14 +35,12 @@ def test_tables_right_align_formatted_numbers_and_show_no_repr():
 
 
 def test_sentence_helpers():
-    from batchlab.page.numbers import labelled, listed, tally
+    from batchlab.page.numbers import labelled, listed
     assert listed([0.51234, 0.49, 3]) == "0.512、0.490、3"
     assert listed([1.0, 2.0], digits=1, sep="，") == "1.0，2.0"
     assert listed([]) == ""
     assert labelled({"基线": 12, "微批次 ×2": 9}) == "基线 12，微批次 ×2 9"
     assert labelled({"a": "1、2", "b": "3"}, sep="；") == "a 1、2；b 3"
-    assert tally([True, False, True]) == "2 / 3"
-    assert tally([False, False]) == "0 / 2"
 
 
 def test_span_scales_both_ends():

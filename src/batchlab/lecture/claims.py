@@ -7,12 +7,11 @@ constants those functions use, so the words cannot drift from the rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 from batchlab.lecture.noise_growth import NOISE_GROWTH_CRITERION
 from batchlab.lecture.verdicts import LATE_PHASE_SHARE, OSCILLATION_RATIO, UNCHANGED_TOLERANCE
 
-__all__ = ["Claim", "CLAIMS", "at_grid_edge"]
+__all__ = ["Claim", "CLAIMS"]
 
 
 @dataclass(frozen=True)
@@ -64,10 +63,3 @@ CLAIMS: dict[str, Claim] = {
                                       "每个种子都不低于则不成立，各种子不一致则本书无法检验"),
 }
 """Every claim a chapter's card shows, by key."""
-
-
-def at_grid_edge(rate: float, grid: Sequence[float]) -> bool:
-    """A best value found at either end of the grid it was searched on: the optimum may lie outside it."""
-    if not grid:
-        raise ValueError("grid 为空：没有扫描过任何值")
-    return rate in (min(grid), max(grid))

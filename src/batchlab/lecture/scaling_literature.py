@@ -7,7 +7,7 @@ worded as its source reports it, with the setting it was reported in, and says w
 bears on and how — it **supports** the claim, **qualifies** it (the claim holds only under a condition the
 原文 does not state: a rule of thumb) or reports the **contrary** within its own setting.
 
-The criterion (:data:`LITERATURE_CRITERION`, stated before the verdicts are computed) asks of each claim whether it
+The criterion (:func:`literature_verdict`, stated before the verdicts are computed) asks of each claim whether it
 stands *as the 原文 states it* for today's large-model pre-training:
 
 * 成立 — at least one cited finding supports it and none qualifies or contradicts it;
@@ -29,9 +29,8 @@ from batchlab.lecture.verdicts import UNTESTABLE, VERDICT
 
 __all__ = ["SUPPORTS", "QUALIFIES", "CONTRADICTS", "RELATIONS", "PRETRAINING", "FINE_TUNING", "RLHF", "SMALL_DATA",
            "CV_NLP", "SETTINGS", "counts_for", "TableRow", "LECTURE_TABLE", "TableClaim",
-           "TABLE_CLAIMS", "Bearing", "Finding", "SCALING_FINDINGS", "LITERATURE_CRITERION", "relations_to", "contradicted",
-           "literature_verdict", "row_verdict", "with_measured_growth", "findings_table_rows",
-           "literature_verdict_rows"]
+           "TABLE_CLAIMS", "Bearing", "Finding", "SCALING_FINDINGS", "relations_to", "contradicted",
+           "literature_verdict", "row_verdict"]
 
 SUPPORTS = "支持"
 QUALIFIES = "限定"
@@ -175,12 +174,6 @@ SCALING_FINDINGS: tuple[Finding, ...] = (
 )
 """The four cited findings the chapter sets against the table (see references.bib for what was opened)."""
 
-LITERATURE_CRITERION = ("先写明判据：一条说法“原样适用于今天的大模型预训练”，要求至少一项引用的结果（在它报告的设置内）支持它，"
-             "且没有一项限定它或报告相反的结果，判“成立”；有一项限定或相反，判“不成立”——限定说明它是只在原文没写明的"
-             "条件下才对的经验法则；没有一项引用的结果涉及它，判“本书无法检验”。")
-"""The criterion, in the words the chapter prints before the verdict table."""
-
-
 def _check_claim(claim: str) -> None:
     if claim not in TABLE_CLAIMS:
         raise KeyError(f"没有说法 {claim!r}；可选：{list(TABLE_CLAIMS)}")
@@ -199,7 +192,7 @@ def relations_to(claim: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> 
 
 
 def literature_verdict(claim: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> str:
-    """The verdict of :data:`LITERATURE_CRITERION` on one claim: 成立 if some finding supports it and none qualifies or
+    """The verdict of the module's criterion on one claim: 成立 if some finding supports it and none qualifies or
     contradicts it, 不成立 if one does, 本书无法检验 if none bears on it."""
     relations = [relation for _, relation in relations_to(claim, findings)]
     if not relations:
@@ -217,30 +210,3 @@ def row_verdict(batch_range: str, findings: Sequence[Finding] = SCALING_FINDINGS
     if VERDICT[False] in verdicts:
         return VERDICT[False]
     return VERDICT[True] if all(v == VERDICT[True] for v in verdicts) else UNTESTABLE
-
-
-def with_measured_growth(growth_verdict: str, findings: Sequence[Finding] = SCALING_FINDINGS) -> tuple[Finding, ...]:
-    """The findings plus the book's own measurement, when the chapter's verdict on "the noise scale grows
-    during training" is 成立: on its tiny model it then qualifies the use-case column the way Merrill et al.
-    do at scale. Any other verdict adds nothing (a flat or untested noise scale says nothing here)."""
-    if growth_verdict != VERDICT[True]:
-        return tuple(findings)
-    own = Finding("", "本书 4.8 节的测量", "简单噪声尺度随训练增大", "pico 模型（1 层、宽 32）、合成文本上从头训练",
-                  (Bearing("small-use", QUALIFIES, "同一次训练里，值得用的批大小随训练增大"),
-                   Bearing("large-use", QUALIFIES, "同一次训练里，值得用的批大小随训练增大")))
-    return (*findings, own)
-
-
-def findings_table_rows(findings: Sequence[Finding] = SCALING_FINDINGS) -> list[list[str]]:
-    """Rows (source, setting, what it reports) for the chapter's table of findings."""
-    return [[f.source, f.setting, f.reported] for f in findings]
-
-
-def literature_verdict_rows(findings: Sequence[Finding] = SCALING_FINDINGS) -> list[list[str]]:
-    """Rows (range, column, claim, what the literature says, verdict) for the chapter's verdict table."""
-    rows = []
-    for key, claim in TABLE_CLAIMS.items():
-        said = "；".join(f"{source}：{relation}" for source, relation in relations_to(key, findings)) or "—"
-        rows.append([claim.batch_range, claim.column, claim.text, said, literature_verdict(key, findings)])
-    return rows
-

@@ -34,7 +34,7 @@ from batchlab.lecture.accumulation_precision import ACCUMULATORS
 from batchlab.measure.model import IGNORE_INDEX, next_token_loss
 from batchlab.measure.train import make_optimizer
 
-__all__ = ["BatchNormLM", "mask_after", "random_lengths", "batch_gradients", "relative_gap", "microbatch_gradients",
+__all__ = ["BatchNormLM", "mask_after", "batch_gradients", "relative_gap", "microbatch_gradients",
            "accumulate", "accumulation_error", "allreduce_error", "accumulation_training"]
 
 
@@ -57,17 +57,6 @@ class BatchNormLM(nn.Module):
         x = self.wte(idx)                                       # [B, S, d]
         x = self.norm(x.reshape(-1, x.size(-1))).reshape(x.shape)  # statistics over all B·S tokens
         return self.head(x)
-
-
-def random_lengths(batch: int, seq_len: int, shortest: int = 1, seed: int = 0) -> torch.Tensor:
-    """``batch`` sequence lengths drawn uniformly from [shortest, seq_len] (a seeded generator)."""
-    whole("batch", batch)
-    whole("seq_len", seq_len)
-    whole("shortest", shortest)
-    if shortest > seq_len:
-        raise ValueError(f"shortest = {shortest} 大于 seq_len = {seq_len}")
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randint(shortest, seq_len + 1, (batch,), generator=gen)
 
 
 def mask_after(targets: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Sequence
 from batchlab.lecture.verdicts import FLOAT32_ROUNDING, FLOAT32_ROUNDING_EXPONENT
 
 __all__ = ["Formatted", "count", "decimal", "percent", "size", "flops_rate", "estimate", "scientific", "float_gap", "ratio",
-           "listed", "labelled", "tally", "span", "learning_rate", "throughput", "dropout", "seconds"]
+           "listed", "labelled", "span", "learning_rate", "throughput", "dropout", "seconds"]
 
 _UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -124,11 +124,6 @@ def listed(values: Iterable[object], digits: int = 3, sep: str = "、") -> str:
 def labelled(values: Mapping[str, object], sep: str = "，") -> str:
     """Each label followed by its value, in a row for a sentence: 基线 12，微批次 ×2 9."""
     return sep.join(f"{label} {value}" for label, value in values.items())
-
-
-def tally(outcomes: Sequence[bool]) -> str:
-    """How many of the outcomes are true, out of all of them: [True, False, True] → 2 / 3."""
-    return f"{sum(bool(x) for x in outcomes)} / {len(outcomes)}"
 
 
 def span(bounds: Sequence[float], digits: int = 0, scale: float = 1.0) -> str:

@@ -17,7 +17,7 @@ from batchlab.lecture.verdicts import SAME_DISTRIBUTION, UNTESTABLE, VERDICT, VE
 from batchlab.page.numbers import Formatted, count, estimate
 from batchlab.ui.tables import Shown
 
-__all__ = ["HTML_CLASS", "ClaimCard", "ClaimCards", "claim_card", "claim_cards"]
+__all__ = ["HTML_CLASS", "ClaimCard", "claim_card"]
 
 HTML_CLASS = "batchlab-claim"
 _MODIFIER = {VERDICT[True]: "holds", VERDICT[False]: "fails", SAME_DISTRIBUTION: "same-distribution",
@@ -89,21 +89,6 @@ class ClaimCard(Shown):
                 f'<dl class="{HTML_CLASS}__body">{body}</dl></div>')
 
 
-
-@dataclass(frozen=True)
-class ClaimCards(Shown):
-    """Several cards shown together (one output)."""
-
-    cards: tuple[ClaimCard, ...]
-
-    @property
-    def text(self) -> str:
-        return "\n".join(card.text for card in self.cards)
-
-    def html(self) -> str:
-        return f'<div class="{HTML_CLASS}s">' + "".join(card.html() for card in self.cards) + "</div>"
-
-
 def claim_card(claim: str | Claim, measurement: Measurement, verdict: bool | str, *, criterion: str | None = None,
                note: str = "", source: str | None = None) -> ClaimCard:
     """A card for ``claim`` (its words, or a :class:`~batchlab.lecture.claims.Claim` that brings its
@@ -118,10 +103,3 @@ def claim_card(claim: str | Claim, measurement: Measurement, verdict: bool | str
         raise ValueError("source 为空：卡片必须写明说法出自谁")
     return ClaimCard(claim=claim, criterion=criterion, measurement=_items(measurement), verdict=_verdict(verdict),
                      note=note, source=source or "原文")
-
-
-def claim_cards(*cards: ClaimCard) -> ClaimCards:
-    """Show ``cards`` as one output."""
-    if not cards:
-        raise ValueError("至少要有一张卡片")
-    return ClaimCards(tuple(cards))

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["plot_stage_memory", "plot_schedule_memory", "plot_memory_by_batch", "plot_activation_check",
+__all__ = ["plot_stage_memory", "plot_schedule_memory", "plot_memory_by_batch",
            "plot_memory_audit", "draw_memory_explorer"]
 
 def plot_stage_memory(report: MemoryReport, ax: "Axes | None" = None,
@@ -150,33 +150,6 @@ def plot_memory_by_batch(batch_sizes: Sequence[int], state_bytes: Sequence[float
 
 
 _MODE_STYLE = {"none": ("o", PALETTE[0]), "selective": ("s", PALETTE[1]), "full": ("^", PALETTE[2])}
-
-
-def plot_activation_check(batch_sizes: Sequence[int], modelled: Mapping[str, Sequence[float]],
-                          measured: Mapping[str, Sequence[float]], seq_len: int, layout: str = "desk") -> "Figure":
-    """Saved activation bytes against micro-batch size, one colour and marker per recomputation mode:
-    the model as a dashed line, the measurement as markers (MiB). ``modelled`` and ``measured`` map a
-    mode of :data:`batchlab.formulas.job.RECOMPUTE_MODES` to one value per batch size. On a phone the
-    legend sits below the axes."""
-    import matplotlib.pyplot as plt
-    phone = check_layout(layout) == "phone"
-    fig, ax = plt.subplots(figsize=(figure_width(layout), 5.0 if phone else 3.8),
-                           layout="constrained" if phone else None)
-    for mode in modelled:
-        marker, colour = _MODE_STYLE.get(mode, ("D", PALETTE[3]))
-        label = name("recompute", mode)
-        ax.plot(batch_sizes, [v / 2**20 for v in modelled[mode]], "--", color=colour, lw=1.4, label=f"模型：{label}")
-        if mode in measured:
-            ax.plot(batch_sizes, [v / 2**20 for v in measured[mode]], marker, color=colour, ms=7, mfc="none",
-                    mew=1.6, linestyle="none", label=f"实测：{label}")
-    ax.set_xticks(list(batch_sizes), [str(b) for b in batch_sizes])
-    ax.set(xlabel=f"微批次大小 $b$（$s$ = {seq_len}）", ylabel="激活值（MiB）")
-    if phone:
-        fig.legend(ncol=2, loc="outside lower center", frameon=False, columnspacing=0.6, handlelength=1.3)
-        return fig
-    ax.legend(ncol=2, loc="upper left")
-    fig.tight_layout()
-    return fig
 
 
 def plot_memory_audit(before: Mapping, after: Mapping, reported: tuple[float, float], before_label: str,
