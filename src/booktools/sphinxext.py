@@ -202,11 +202,22 @@ def one_script_each(app, pagename: str, templatename: str, context: dict, doctre
     files[:] = unique  # in place: the builder resets this list from its own copy for every page
 
 
+HIDDEN_CELL_LABEL = ('aria-label="Toggle hidden content"', 'aria-label="显示或隐藏代码"')
+"""myst-nb writes the toggle of a collapsed (hide-input) cell with an English name and no hook to change it."""
+
+
+def chinese_hidden_cell_label(app, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Name each collapsed cell's toggle in Chinese (:data:`HIDDEN_CELL_LABEL`)."""
+    if isinstance(context.get("body"), str):
+        context["body"] = context["body"].replace(*HIDDEN_CELL_LABEL)
+
+
 def setup(app):
     app.add_transform(CJKSpaces)
     app.connect("config-inited", theme_options)
     app.connect("builder-inited", chinese_ui_strings)
     app.connect("doctree-resolved", index_search_terms)
     app.connect("html-page-context", one_script_each, priority=900)
+    app.connect("html-page-context", chinese_hidden_cell_label)
     # env_version: bump it when a transform changes, so an incremental build re-reads every page
     return {"version": "1", "env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
