@@ -30,7 +30,7 @@ PROSE_LIMIT = 9_000
 VERDICT_WORD_LIMIT = 3
 CHINESE_CODE_SHARE = 0.15
 MECHANISM_LINES = 20
-BL_NAMES_LIMIT = 35
+BL_NAMES_LIMIT = 38  # "about 35" (issue 39): a verdict stays a call to its batchlab rule, never an inline comparison
 HIDDEN = {"remove-input", "remove-cell", "hide-input"}
 CJK = re.compile(r"[\u3400-\u9fff\uff00-\uffef\u3000-\u303f]")
 # what the lesson must not talk about: the book's own tests, CI, history, the writing machine
