@@ -6,6 +6,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from batchlab.apps.cli import main
 from batchlab.formulas.job import Job
@@ -383,3 +384,69 @@ def test_cli_tune_with_tensor_parallelism_needs_a_link_bandwidth(capsys):
     curve = roofline_curve(XL, NPU.peak_flops[0], NPU.memory_bandwidth[0], tensor_parallel=5, link_bandwidth=56e9)
     job = replace(CASE_JOB, tensor_parallel=5, sequence_parallel=True, micro_batch_size=1)
     assert out["candidates"] == tune(job, curve)["candidates"]
+
+
+# ── issue 43: ties and the model's resolution ────────────────────────────────────────────────────
+
+def test_an_exact_tie_goes_to_less_memory_then_fewer_messages():
+    """The case on the 910B's low roofline: interleaving at v = 6 and ZB-V model the same tokens/s to the last
+    digit; ZB-V holds less memory (and sends 384 messages a step, not 1,472), so it wins, and the reason names
+    the schedule it tied with."""
+    from batchlab.formulas.comm import p2p_messages
+
+    out = tune(CASE_JOB, LOW)
+    entry = {(e["schedule"], e["virtual_stages"]): e["recommended"] for e in out["schedules"]}
+    zbv, v6 = entry[("zero-bubble", 2)], entry[("interleaved-1f1b", 6)]
+    assert zbv["tokens_per_second"] == v6["tokens_per_second"]  # the tie the rule decides
+    assert zbv["peak_memory_fraction"] < v6["peak_memory_fraction"]
+    assert p2p_messages(4, 32, 2, "zero-bubble") < p2p_messages(4, 32, 6, "interleaved-1f1b")
+    assert (out["best_schedule"]["schedule"], out["best_schedule"]["virtual_stages"]) == ("zero-bubble", 2)
+    assert "交错式 1F1B（v = 6）的模型吞吐与它相差不到 0.1%（模型的分辨率）" in out["schedule_reason"]
+
+
+def test_preferred_breaks_ties_by_memory_then_messages_and_never_below_the_resolution():
+    from batchlab.formulas.tune import RESOLUTION, preferred
+
+    def row(speed, memory):
+        return {"tokens_per_second": speed, "peak_memory_fraction": memory}
+
+    a, b = row(100.0, 0.5), row(100.0, 0.4)
+    assert preferred([a, b]) is b  # same speed: less memory
+    c, d = row(100.0, 0.4), row(100.0, 0.4)
+    assert preferred([c, d], messages=lambda r: 2 if r is c else 1) is d  # same memory: fewer messages
+    assert preferred([c, d], messages=lambda r: 1 if r is c else 2) is c  # the contrary flips the verdict
+    below, above = row(100.0 * (1 + RESOLUTION / 2), 0.9), row(100.0 * (1 + 2 * RESOLUTION), 0.9)
+    assert preferred([a, below]) is a  # a gain below the resolution is no gain: less memory wins
+    assert preferred([a, above]) is above  # a gain above it wins whatever the memory
+    assert preferred([]) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(1.0, 1e6), st.floats(0.0, 2.0), st.integers(0, 100)), min_size=1, max_size=8))
+def test_preferred_is_the_least_memory_among_the_speeds_the_model_cannot_tell_apart(rows):
+    from batchlab.formulas.tune import preferred, same_speed
+
+    items = [{"tokens_per_second": s, "peak_memory_fraction": m, "messages": n} for s, m, n in rows]
+    chosen = preferred(items, messages=lambda r: r["messages"])
+    top = max(r["tokens_per_second"] for r in items)
+    assert same_speed(chosen["tokens_per_second"], top)
+    for other in items:
+        if same_speed(other["tokens_per_second"], top):
+            assert (chosen["peak_memory_fraction"], chosen["messages"]) <= (other["peak_memory_fraction"], other["messages"])
+
+
+def test_no_switch_is_recommended_for_a_gain_below_the_resolution():
+    """At 4,096 micro-batches over 2 stages 1F1B's bubble is 0.02%: the other schedules gain less than the model's
+    0.1%, so the job keeps its own and the reason says why; at the case's 32 micro-batches the gain is 7.7%."""
+    from batchlab.formulas.tune import RESOLUTION
+
+    long = Job(XL, seq_len=1024, global_batch=4096, micro_batch_size=1, pipeline_stages=2)
+    out = tune(long, LOW)
+    fastest = max(e["recommended"]["tokens_per_second"] for e in out["schedules"] if e["recommended"])
+    own = out["recommended"]["tokens_per_second"]
+    assert own < fastest < own * (1 + RESOLUTION)  # another schedule is faster, by less than the resolution
+    assert (out["best_schedule"]["schedule"], out["best_schedule"]["virtual_stages"]) == ("1f1b", 1)
+    assert out["schedule_reason"].startswith("1F1B 已是模型下最快且放得下的调度")
+    assert "相差不到 0.1%（模型的分辨率），算作一样快：不换调度" in out["schedule_reason"]
+    short = tune(replace(long, global_batch=64), LOW)  # the contrary: a gain the model resolves is a switch
+    assert short["best_schedule"]["schedule"] != "1f1b" and "模型估计吞吐高" in short["schedule_reason"]

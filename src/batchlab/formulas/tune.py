@@ -24,16 +24,20 @@ sentence saying why it won (its bubble at the same m, or that memory ruled the f
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable, TypeVar
 
+from batchlab.formulas.comm import p2p_messages
 from batchlab.formulas.job import LIMITS, Job
 from batchlab.formulas.memory import stage_memory
 from batchlab.formulas.pipeline_schedules import SCHEDULES, op_count, runnable, schedule_label
 from batchlab.formulas.roofline import RateCurve
 from batchlab.formulas.throughput import model_step
 
-__all__ = ["tune", "runnable_micro_batch_sizes", "schedule_choices", "TUNED_VIRTUAL_STAGES", "SEARCH_OPS", "schedule_reason"]
+__all__ = ["tune", "runnable_micro_batch_sizes", "schedule_choices", "TUNED_VIRTUAL_STAGES", "SEARCH_OPS", "schedule_reason",
+           "RESOLUTION", "same_speed", "preferred"]
 
 _RECOMPUTE_ORDER = ("none", "selective", "full")
+T = TypeVar("T")
 
 
 def runnable_micro_batch_sizes(job: Job, pipeline_stages: int | None = None, schedule: str | None = None,
@@ -128,10 +132,35 @@ def _suggest(job: Job, curve: RateCurve) -> tuple[str, dict | None]:
             f"{n_layer}）都不够：需要更大的显存、ZeRO-1、更低的精度或更短的序列"), None
 
 
+RESOLUTION = 0.001
+"""The model's resolution: two modelled speeds whose ratio differs from 1 by less than this (0.1%) are the same
+speed. The model's inputs are a device preset's round figures and its answers are read as percentages to one
+decimal (a gain below it prints as 0.0%), and it leaves out costs far larger than this (point-to-point latency,
+kernel launches, :func:`_unmodelled`): a difference below 0.1% is no answer the model can give, so it never
+decides a recommendation. Equal speeds are decided by :func:`preferred`."""
+
+
+def same_speed(a: float, b: float) -> bool:
+    """Whether modelled tokens/s ``a`` and ``b`` are the same speed to the model (within :data:`RESOLUTION`)."""
+    return max(a, b) < min(a, b) * (1 + RESOLUTION)
+
+
+def preferred(items: list[T], row: Callable[[T], dict] = lambda item: item,
+              messages: Callable[[T], int] = lambda item: 0) -> T | None:
+    """Of ``items`` (each a row with ``tokens_per_second`` and ``peak_memory_fraction``, or something whose
+    ``row`` is one), the one to recommend: among those at the same speed as the fastest (:func:`same_speed`),
+    the one holding the least memory, then the one sending the fewest point-to-point ``messages`` a step, then
+    the first listed; None for no items."""
+    if not items:
+        return None
+    top = max(row(item)["tokens_per_second"] for item in items)
+    tied = [item for item in items if same_speed(row(item)["tokens_per_second"], top)]
+    return min(tied, key=lambda item: (row(item)["peak_memory_fraction"], messages(item)))
+
+
 def _fastest(rows: list[dict]) -> dict | None:
-    """The fitting row with the highest modelled tokens/s (the first of equals), or None."""
-    fitting = [r for r in rows if r["fits"]]
-    return max(fitting, key=lambda r: r["tokens_per_second"]) if fitting else None
+    """The fitting row to recommend (:func:`preferred`: the fastest, ties to less memory), or None."""
+    return preferred([r for r in rows if r["fits"]])
 
 
 def _spaced(label: str) -> str:
@@ -149,13 +178,20 @@ def _unmodelled(entry: dict) -> str:
     return ""
 
 
-def schedule_reason(own: dict, winner: dict | None, faster_unfit: dict | None) -> str | None:
+def schedule_reason(own: dict, winner: dict | None, faster_unfit: dict | None,
+                    tied: list[dict] | None = None) -> str | None:
     """Why ``winner`` (an entry of :func:`tune`'s ``schedules``) won over the job's ``own`` entry, in one
     Chinese sentence: the bubble at the same m (or each at its best micro-batch), or that its own schedule
     fits nothing; ``faster_unfit``, an entry whose fastest micro-batch is faster still but does not fit, is
-    named as ruled out by memory. None when nothing fits under any schedule."""
+    named as ruled out by memory; ``tied``, the fitting entries at the winner's speed (:func:`same_speed`), as
+    decided by the tie rule (:func:`preferred`; the job's own schedule first). None when nothing fits under any
+    schedule."""
     if winner is None:
         return None
+    even = ("" if not tied else
+            f"；{'、'.join(schedule_label(e['schedule'], e['virtual_stages']) for e in tied)}的模型吞吐与它相差不到 "
+            f"{RESOLUTION:.1%}（模型的分辨率），算作一样快：" + ("不换调度" if winner is own else
+                                                   "一样快时选显存更少、点对点消息更少的"))
     best = winner["recommended"]
     name = schedule_label(winner["schedule"], winner["virtual_stages"])
     name_ = _spaced(name)
@@ -164,8 +200,8 @@ def schedule_reason(own: dict, winner: dict | None, faster_unfit: dict | None) -
                  f"{faster_unfit['fastest']['micro_batch_size']} 的模型吞吐更高，但显存放不下（最满的阶段占 "
                  f"{faster_unfit['fastest']['peak_memory_fraction']:.0%}）")
     if winner is own:
-        return f"{name_}已是模型下最快且放得下的调度（微批次大小 {best['micro_batch_size']}）{ruled_out}"
-    ruled_out = _unmodelled(winner) + ruled_out
+        return f"{name_}已是模型下最快且放得下的调度（微批次大小 {best['micro_batch_size']}）{even}{ruled_out}"
+    ruled_out = _unmodelled(winner) + even + ruled_out
     own_name = _spaced(schedule_label(own["schedule"], own["virtual_stages"]))
     if own["recommended"] is None:
         return (f"{own_name}下没有放得下的微批次大小；{name_}用微批次大小 {best['micro_batch_size']} 放得下"
@@ -214,15 +250,28 @@ def _schedules(job: Job, curve: RateCurve, own_rows: list[dict]) -> dict:
                             "candidates": rows, "recommended": _fastest(rows), "fastest": fastest})
     own = entries[0]  # the job's own schedule: its candidates are tune's own
     fitting = [e for e in entries if e["recommended"] is not None]
-    # ties (GPipe and 1F1B take the same time; one stage has no bubble) go to the job's own, then the first listed
-    winner = max(fitting, key=lambda e: (e["recommended"]["tokens_per_second"], e is own)) if fitting else None
+
+    def messages(entry: dict) -> int:
+        return p2p_messages(p, entry["recommended"]["num_microbatches"], entry["virtual_stages"], entry["schedule"])
+
+    def speed(entry: dict) -> float:
+        return entry["recommended"]["tokens_per_second"]
+
+    # no switch for a gain the model cannot resolve: at the fastest speed the job keeps its own schedule; other
+    # ties (GPipe and 1F1B take the same time; ZB-V and interleaving at v = 6 can too) go to less memory, then
+    # fewer point-to-point messages
+    winner = preferred(fitting, lambda e: e["recommended"], messages)
+    if winner is not None and own["recommended"] is not None and same_speed(speed(own), speed(winner)):
+        winner = own
+    tied = [e for e in fitting if e is not winner and same_speed(speed(e), speed(winner))]
     faster = [e for e in entries if e is not winner and not e["fastest"]["fits"] and (
-        winner is None or e["fastest"]["tokens_per_second"] > winner["recommended"]["tokens_per_second"])]
+        winner is None or (e["fastest"]["tokens_per_second"] > speed(winner)
+                           and not same_speed(e["fastest"]["tokens_per_second"], speed(winner))))]
     faster_unfit = max(faster, key=lambda e: e["fastest"]["tokens_per_second"]) if faster and winner else None
     return {"schedules": entries,
             "best_schedule": None if winner is None else {
                 "schedule": winner["schedule"], "virtual_stages": winner["virtual_stages"], **winner["recommended"]},
-            "schedule_reason": schedule_reason(own, winner, faster_unfit), "schedules_not_searched": skipped}
+            "schedule_reason": schedule_reason(own, winner, faster_unfit, tied), "schedules_not_searched": skipped}
 
 
 def tune(job: Job, curve: RateCurve) -> dict:
