@@ -190,13 +190,18 @@ def test_pipeline_runs_locally(capsys):
     assert (out["num_microbatches"], out["seq_len"], out["d_model"]) == (4, 64, 64)
 
 
-def test_pipeline_run_refuses_what_it_cannot_measure(capsys):
+def test_pipeline_run_answers_with_the_simulator_what_it_cannot_measure(capsys):
+    """The runs compute in fp32 with the attention written out and no dropout: a job that says otherwise is
+    answered by the simulator, marked 模型推算 with why, decided before torch loads (issue 43: it used to be a
+    refusal seconds later); the same job as the runs compute it is measured."""
     tiny = ["pipeline", "--model", "tiny", "--global-batch", "4", "--micro-batch", "2", "--pipeline-stages", "2",
-            "--run", "local"]
-    assert main([*tiny, "--dropout", "0.1"]) == 2
-    assert "dropout = 0.1：流水线实测要求 dropout = 0" in capsys.readouterr().err
-    assert main([*tiny, "--precision", "bf16-mixed"]) == 2
-    assert "precision = 'bf16-mixed'：实测运行用 fp32 计算" in capsys.readouterr().err
+            "--run", "local", "--json"]
+    for extra, why in ((["--dropout", "0.1"], "dropout = 0.1"), (["--precision", "bf16-mixed"], "precision = 'bf16-mixed'"),
+                       (["--attention", "fused"], "attention = 'fused'")):
+        out = run_json([*tiny, *extra], capsys)
+        assert out["run"] == "simulated" and out["modelled"].startswith("模型推算：" + why)
+        assert "实测运行用 fp32、显式注意力、不带 dropout 计算" in out["modelled"]
+    assert run_json(tiny, capsys)["run"] == "local"  # the contrary: tiny's own fp32 without dropout is measured
 
 
 def test_pipeline_rejects_1f1b_with_too_few_micro_batches():

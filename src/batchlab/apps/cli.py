@@ -32,10 +32,11 @@ from batchlab.apps.grade import (DEFAULT_NOTEBOOK_S, DEFAULT_TIMEOUT_S, GradingI
                                  check_grade_dependencies, grade_class, grade_table)
 from batchlab.apps.grade_report import check_csv_target, table_text, write_csv
 from batchlab.formulas.budget import BENCH_BUDGET, RUN_BUDGET, bench_cost, check_budget, run_cost
-from batchlab.formulas.checks import at_most, between
+from batchlab.formulas.checks import at_most, between, whole
 from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, pipeline_timeline, simulable
 from batchlab.formulas.precision import element_bytes
+from batchlab.formulas.roofline import matmul_flops
 
 __all__ = ["main", "build_parser", "COMMANDS", "CLI_BENCH_SECONDS", "LOCAL_SCHEDULES", "MODELLED", "run_refusal"]
 
@@ -103,6 +104,9 @@ CLI_BENCH_SECONDS = 10.0
 """The longest benchmark the CLI starts (estimated before the samples; the default takes 1–3 s here, the
 case's shapes in 4.6's cheat sheet 2–3 s on an idle 2-core CPU and twice that on a busy one)."""
 _BENCH_MS = (1, 2, 4, 8, 16, 32, 64, 128)  # = measure.matmul.DEFAULT_MS, repeated so --help needs no torch
+BENCH_LIMITS = {"MAX_DIM": 65_536, "MAX_REPEATS": 100, "MIN_SECONDS_RANGE": (1e-6, 1.0), "MAX_CALL_FLOPS": 10**11}
+""":mod:`batchlab.measure.matmul`'s limits of the same names, repeated so that every flag is checked before torch
+loads (seconds on a laptop); tests/test_cli.py holds the two equal."""
 _BENCH_FLAGS = {"ms": "--m 的个数", "m": "--m", "k": "--k", "n": "--n"}
 """The flags that set each input of :func:`~batchlab.formulas.budget.bench_cost`, for its refusal line."""
 
@@ -121,9 +125,21 @@ def _bench_matmul_arguments(parser: argparse.ArgumentParser) -> None:
                         help="each sample repeats the matmul until it lasts this long (default 0.01)")
 
 
-def _bench_matmul(args: argparse.Namespace) -> dict:
+def _check_bench_flags(args: argparse.Namespace) -> None:
+    """Every bench-matmul flag against :func:`~batchlab.measure.matmul.bench_matmul`'s rules, in its wording, before
+    torch loads; what only the device can say (its memory, its dtypes, how long a call takes) is left to it."""
     if args.dtype != "auto":
-        element_bytes(args.dtype)  # a dtype typo answers before torch loads (seconds on a laptop)
+        element_bytes(args.dtype)
+    dims = [at_most(name, whole(name, value), BENCH_LIMITS["MAX_DIM"], "上限")
+            for name, value in [*(("m", m) for m in args.m), ("k", args.k), ("n", args.n)]]
+    at_most("repeats", whole("repeats", args.repeats), BENCH_LIMITS["MAX_REPEATS"], "上限")
+    between("min_seconds", args.min_seconds, *BENCH_LIMITS["MIN_SECONDS_RANGE"])
+    at_most("2·m·k·n（最大的 m）", matmul_flops(max(dims[:-2]), args.k, args.n), BENCH_LIMITS["MAX_CALL_FLOPS"],
+            "一次计时调用的上限")
+
+
+def _bench_matmul(args: argparse.Namespace) -> dict:
+    _check_bench_flags(args)  # a typo answers before torch loads (seconds on a laptop)
     # what the shapes hold and draw, before torch loads: "auto" is fp32 on a CPU, bf16 (drawn in fp32) elsewhere
     for dtype in ("float32", "bfloat16") if args.dtype == "auto" else (args.dtype,):
         check_budget(bench_cost(args.m, args.k, args.n, dtype), BENCH_BUDGET, _BENCH_FLAGS)
@@ -182,6 +198,12 @@ def run_refusal(job: Job, kind: str) -> str | None:
     parallelism."""
     split = [f"{name} = {value}" for name, value in (("tensor_parallel", job.tensor_parallel),
                                                       ("context_parallel", job.context_parallel)) if value > 1]
+    computed = [f"{name} = {value!r}" for name, value, runs in (
+        ("precision", job.precision, "fp32"), ("attention", job.attention, "materialized"), ("dropout", job.dropout, 0))
+        if value != runs]
+    if computed:  # checked here, before torch loads: the runs' own checks would say it seconds later
+        return (f"{'、'.join(computed)}：实测运行用 fp32、显式注意力、不带 dropout 计算（--precision fp32 "
+                "--attention materialized --dropout 0），下面是模拟器的答案")
     if split or job.sequence_parallel:
         return (f"{'、'.join(split) or 'sequence_parallel = True'}：实测运行只切流水线阶段，不做张量、序列或上下文并行，"
                 "下面是模拟器的答案")

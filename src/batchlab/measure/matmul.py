@@ -35,6 +35,10 @@ MAX_DIM = 65_536
 """The largest m, k or n a benchmark takes."""
 MAX_CALL_FLOPS = 10**11
 """The most FLOPs one timed call may take: about a second on a laptop core, far less on an accelerator."""
+MAX_REPEATS = 100
+"""The most samples per m a benchmark takes."""
+MIN_SECONDS_RANGE = (1e-6, 1.0)
+"""The shortest and longest a sample may be asked to last (``min_seconds``)."""
 MAX_BENCH_SECONDS = 60.0
 """By default, a benchmark whose samples would take longer than this (estimated from one timed call per
 m) is refused; the CLI, which answers within seconds, passes a tighter ``max_seconds``."""
@@ -236,8 +240,8 @@ def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, d
     if not ms:
         raise ValueError("ms = []：至少要给一个 m")
     k, n = (at_most(name, whole(name, v), MAX_DIM, "上限") for name, v in (("k", k), ("n", n)))
-    repeats = at_most("repeats", whole("repeats", repeats), 100, "上限")
-    min_seconds = between("min_seconds", min_seconds, 1e-6, 1.0)
+    repeats = at_most("repeats", whole("repeats", repeats), MAX_REPEATS, "上限")
+    min_seconds = between("min_seconds", min_seconds, *MIN_SECONDS_RANGE)
     at_most("2·m·k·n（最大的 m）", matmul_flops(max(ms), k, n), MAX_CALL_FLOPS, "一次计时调用的上限")
     device = as_device(device)
     torch_dtype = _check_dtype_runs(dtype, device)
