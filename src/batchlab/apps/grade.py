@@ -20,29 +20,40 @@ half the class's notebooks work on (``check("4.1-2", answer)``, or ``ask("4.1-2"
 chapters named with ``--chapter``. An exercise a student left unanswered, broke or deleted scores 0. A
 file that is not a notebook, is too large, is a link or vanished, or whose kernel cannot run gets a row
 that says why; whatever one file does costs only its own row. Every string a student controls (file
-names, exception names) is shown with its control characters escaped, and a CSV cell that a spreadsheet
-would read as a formula is written as text (:mod:`batchlab.apps.grade_report`).
+names, exception names) is shown with its control, format and filler characters escaped and its length
+capped, and a CSV cell that a spreadsheet would read as a formula is written as text
+(:mod:`batchlab.apps.grade_report`).
+
+A class is graded ``jobs`` notebooks at a time (:func:`class_jobs`: by default as many as the cores and
+the memory limit allow), each in its own sandbox with its own limits; the rows come out in the order of
+the files, as a serial run gives them.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import queue
+import signal
 import stat
+import sys
 import tempfile
+import threading
 import warnings
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TextIO
 
+from batchlab.apps.cgroups import Box, counting
 from batchlab.apps.grade_kernel import reset_stop, run_notebook, stop_requested, stop_running
 from batchlab.apps.grade_report import printable
-from batchlab.apps.sandbox import bwrap, prepare_run, remove_tree
+from batchlab.apps.sandbox import LIMITS, bwrap, prepare_run, remove_tree
 from batchlab.ui.exercises import EXERCISE_CALL, EXERCISES, current_id, judge
 
 __all__ = ["DEFAULT_TIMEOUT_S", "DEFAULT_NOTEBOOK_S", "MAX_SUBMISSION_BYTES", "Grade", "GradingInterrupted",
            "GRADE_MODULES", "check_grade_dependencies",
-           "submissions", "read_notebook", "asked_exercises", "grade_notebook", "grade_class",
+           "submissions", "read_notebook", "asked_exercises", "grade_notebook", "grade_class", "class_jobs",
            "assignment_exercises", "grade_table"]
 
 DEFAULT_TIMEOUT_S = 600
@@ -99,10 +110,11 @@ def submissions(directory: Path, exclude: Sequence[Path] = ()) -> list[Path]:
     """The entries of ``directory`` that get a row, by name: every visible entry except folders, so a
     student who handed in a non-notebook, a link or a pipe still gets a row (:func:`grade_notebook` grades
     regular files only); ``exclude`` is left out."""
-    skip = {p.resolve() for p in exclude}
+    # realpath, not Path.resolve(): a link to itself is a file with a row, not a "Symlink loop" error
+    skip = {os.path.realpath(p) for p in exclude}
     return sorted((p for p in directory.iterdir()
                    if not p.name.startswith(".") and not (p.is_dir() and not p.is_symlink())
-                   and p.resolve() not in skip),
+                   and os.path.realpath(p) not in skip),
                   key=lambda p: os.fsencode(p.name))
 
 
@@ -198,10 +210,12 @@ def _right(exercise_id: str, answer: Any) -> bool:
 
 
 def grade_notebook(path: Path, timeout: int = DEFAULT_TIMEOUT_S, notebook_timeout: float = DEFAULT_NOTEBOOK_S,
-                   hidden: Sequence[Path] = ()) -> Grade:
+                   hidden: Sequence[Path] = (), slot: int = 0) -> Grade:
     """Grade the submission at ``path``: run it sandboxed, each cell limited to ``timeout`` seconds and
     the whole run to ``notebook_timeout``, and return its grade. ``hidden``: host folders the kernel must
-    not see even were they inside the Python environment (the submissions). Never raises for what is in
+    not see even were they inside something the sandbox shows (the submissions). ``slot``: which of the
+    sandboxes running at once this one is. Its memory and processes are counted by a cgroup of its own
+    where the machine offers one (:func:`~batchlab.apps.cgroups.counting`). Never raises for what is in
     the file: the status says what went wrong."""
     student = _student(path)
     try:
@@ -213,10 +227,16 @@ def grade_notebook(path: Path, timeout: int = DEFAULT_TIMEOUT_S, notebook_timeou
         except ValueError as err:
             return Grade(student, f"{NOT_A_NOTEBOOK}{err}")
         asked = asked_exercises(notebook)
+        how = counting()
         run = Path(tempfile.mkdtemp(prefix="batchlab-grade-"))
+        box = None
         try:
-            status, answers = run_notebook(notebook, run, prepare_run(run, data), timeout, notebook_timeout, hidden)
+            box = Box(how, LIMITS.memory_bytes, LIMITS.processes) if how.kind else None
+            ipc = prepare_run(run, data, slot, refuse_memory=box is None)
+            status, answers = run_notebook(notebook, run, ipc, timeout, notebook_timeout, hidden, slot, box)
         finally:
+            if box is not None:
+                box.remove()
             remove_tree(run)
         return Grade(student, status, asked, _judged(answers))
     except (KeyboardInterrupt, GradingInterrupted):
@@ -225,30 +245,94 @@ def grade_notebook(path: Path, timeout: int = DEFAULT_TIMEOUT_S, notebook_timeou
         return Grade(student, f"出错：批改这份文件时出了问题（{type(err).__name__}），其余同学不受影响")
 
 
+MAX_JOBS = 64
+"""The most sandboxes ``--jobs`` runs at once."""
+
+
+def class_jobs(jobs: int | None, files: int) -> tuple[int, str]:
+    """How many sandboxes run at once, and why (Chinese, for the first line): ``jobs`` as asked (1 …
+    :data:`MAX_JOBS`, else ValueError), or by default one per core while the memory now available
+    holds each one's memory limit; never more than there are files."""
+    if jobs is not None:
+        if not 1 <= jobs <= MAX_JOBS:
+            raise ValueError(f"--jobs = {jobs}：必须在 1 到 {MAX_JOBS} 之间")
+        return max(1, min(jobs, files)), "--jobs"
+    import psutil
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    available = psutil.virtual_memory().available
+    fits = int(available // LIMITS.memory_bytes)
+    chosen = max(1, min(cores, fits, files, MAX_JOBS))
+    return chosen, (f"{cores} 核，可用内存 {available / 2**30:.0f} GiB 容得下 {fits} 份各 "
+                    f"{LIMITS.memory_bytes / 2**30:g} GiB 的上限")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM ends grading as Ctrl-C does: every sandbox killed, nothing written."""
+    raise KeyboardInterrupt
+
+
 def grade_class(directory: Path, timeout: int = DEFAULT_TIMEOUT_S, exclude: Sequence[Path] = (),
-                progress: bool = True, notebook_timeout: float = DEFAULT_NOTEBOOK_S) -> list[Grade]:
-    """Grade every submission in ``directory`` (see :func:`submissions`), one after another, with a
-    progress bar on stderr. Raises RuntimeError before any work when the sandbox is missing, and
-    :class:`GradingInterrupted` on Ctrl-C once the running sandbox is killed."""
+                progress: bool | None = None, notebook_timeout: float = DEFAULT_NOTEBOOK_S,
+                jobs: int | None = None, stream: TextIO | None = None) -> list[Grade]:
+    """Grade every submission in ``directory`` (see :func:`submissions`), ``jobs`` at a time
+    (:func:`class_jobs`), and return the grades in the files' order. On ``stream`` (stderr): first one
+    line on how many sandboxes run at once and what counts their memory, then, on a terminal (or with
+    ``progress``), a progress line (done/total, elapsed, estimated remaining). Raises ValueError for a
+    folder with nothing to grade and RuntimeError when the sandbox is missing, both before any output;
+    :class:`GradingInterrupted` on Ctrl-C or SIGTERM once every running sandbox is killed."""
     from tqdm import tqdm
 
+    stream = sys.stderr if stream is None else stream
     bwrap()  # refuse before any work
     files = submissions(directory, exclude)
-    grades: list[Grade] = []
+    if not files:
+        raise ValueError(f"DIR = {str(directory)!r}：文件夹里没有要批改的文件")
+    n, why = class_jobs(jobs, len(files))
+    print(f"批改 {len(files)} 份，同时运行 {n} 个沙箱（{why}）；{counting().line()}", file=stream, flush=True)
+    show = stream.isatty() if progress is None else progress
+    grades: dict[int, Grade] = {}
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for slot in range(n):
+        slots.put(slot)
+
+    def one(index: int, path: Path) -> None:
+        if stop_requested():
+            return
+        slot = slots.get()
+        try:
+            grade = grade_notebook(path, timeout, notebook_timeout, hidden=[directory], slot=slot)
+        finally:
+            slots.put(slot)
+        if not stop_requested():  # a kernel killed half-way by Ctrl-C is not a grade
+            grades[index] = grade
+
     reset_stop()
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="batchlab-grade")
+    futures = [pool.submit(one, i, path) for i, path in enumerate(files)]
     try:
-        with tqdm(files, desc="批改", unit="份", disable=not progress) as bar:
-            for path in bar:
-                bar.set_postfix_str(_student(path))
-                grade = grade_notebook(path, timeout, notebook_timeout, hidden=[directory])
-                if stop_requested():  # its kernel was killed half-way: not a grade
-                    break
-                grades.append(grade)
-    except KeyboardInterrupt:  # between two notebooks
+        with tqdm(total=len(files), desc="批改", unit="份", disable=not show, file=stream) as bar:
+            pending = set(futures)
+            while pending:  # the main thread only waits, so Ctrl-C reaches it at once
+                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                bar.update(len(finished))
+    except KeyboardInterrupt:
         stop_running()
+    finally:
+        if stop_requested():
+            for future in futures:
+                future.cancel()
+            stop_running()  # a sandbox that started since
+        pool.shutdown(wait=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if stop_requested():
         raise GradingInterrupted(len(grades), len(files))
-    return grades
+    for future in futures:
+        future.result()  # a bug in the grader itself is not hidden
+    return [grades[i] for i in range(len(files))]
 
 
 def assignment_exercises(grades: Sequence[Grade], chapters: Sequence[str] | None = None) -> list[str]:

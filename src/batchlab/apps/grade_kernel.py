@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from batchlab.apps.grade_report import printable
-from batchlab.apps.sandbox import LIMITS, Watch, hand_over, sandbox_argv, seal
+from batchlab.apps.cgroups import Box
+from batchlab.apps.sandbox import LIMITS, Watch, hand_over, launch_env, sandbox_argv, seal
 
 __all__ = ["OK", "INTERRUPT_GRACE_S", "MAX_MESSAGE_BYTES", "run_notebook", "stop_running", "stop_requested",
            "reset_stop"]
@@ -37,7 +38,6 @@ _ANSWERS_CELL = ("import json as _batchlab_json\n"
                  "from batchlab.ui.exercises import answers as _batchlab_answers\n"
                  f"raise type({_MARKER!r}, (Exception,), {{}})(_batchlab_json.dumps(_batchlab_answers(), default=repr))")
 _TIMED_OUT = "batchlab-grade-timeout"  # the ename nbclient reports for an interrupted cell
-_EXPECTED_ERROR = "raises-exception"  # the tag of a cell meant to fail (nbval and myst-nb honour it too)
 _KERNEL = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--HistoryManager.enabled=False"]
 # nbclient logs every timeout and error; the status column says them, and the progress bar stays clean.
 _QUIET = logging.getLogger(__name__)
@@ -98,16 +98,18 @@ class _Client:
         return Client(notebook, **kwargs)
 
 
-def _kernel_manager(run: Path, ipc: Path, cpu_seconds: int, watch: Watch, hidden: Sequence[Path]) -> Any:
+def _kernel_manager(run: Path, ipc: Path, cpu_seconds: int, watch: Watch, hidden: Sequence[Path], slot: int,
+                    box: Box | None) -> Any:
     """A manager for a sandboxed kernel of this Python (whatever kernelspec the notebook names, as nbval's
     --nbval-current-env does: students' notebooks import the instructor's batchlab), talking over Unix
-    sockets in ``ipc`` since the sandbox has no network; ``watch`` starts when the sandbox does."""
+    sockets in ``ipc`` since the sandbox has no network; ``watch`` starts when the sandbox does. Started
+    with :func:`~batchlab.apps.sandbox.launch_env` only, in the cgroup ``box`` where there is one."""
     from ipykernel.kernelspec import RESOURCES
     from jupyter_client import AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     import zmq.asyncio
 
-    argv = sandbox_argv(run, _KERNEL, LIMITS, cpu_seconds, hidden)
+    argv = sandbox_argv(run, _KERNEL, LIMITS, cpu_seconds, hidden, slot, box)
 
     class Sandboxed(KernelSpecManager):
         def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
@@ -118,14 +120,15 @@ def _kernel_manager(run: Path, ipc: Path, cpu_seconds: int, watch: Watch, hidden
     class Manager(AsyncKernelManager):
         def write_connection_file(self, **kwargs: Any) -> None:
             super().write_connection_file(**kwargs)
-            hand_over(Path(self.connection_file))  # the kernel's account reads it
+            hand_over(Path(self.connection_file), slot)  # the kernel's account reads it
 
         def client(self, **kwargs: Any) -> Any:
             return super().client(context=self.context, **kwargs)  # the bounded sockets below
 
         async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            kw["env"] = launch_env()  # not the grader's: bubblewrap's own environment is readable inside
             await super()._async_launch_kernel(kernel_cmd, **kw)
-            watch.watch(self.provisioner.pid)
+            watch.watch(self.provisioner.pid, getattr(self.provisioner, "process", None))
             if stop_requested():  # Ctrl-C while it started
                 watch.kill()
 
@@ -138,13 +141,14 @@ def _kernel_manager(run: Path, ipc: Path, cpu_seconds: int, watch: Watch, hidden
                    ip=str(ipc / "kernel"), connection_file=str(ipc / "kernel.json"), context=context)
 
 
-_STATE: dict[str, Any] = {"watch": None, "stop": False}  # the sandbox running now; Ctrl-C seen
+_STATE: dict[str, Any] = {"watches": set(), "stop": False}  # the sandboxes running now; Ctrl-C seen
 
 
 def run_notebook(notebook: Any, run: Path, ipc: Path, timeout: int, notebook_timeout: float,
-         hidden: Sequence[Path]) -> tuple[str, str]:
+                 hidden: Sequence[Path], slot: int = 0, box: Box | None = None) -> tuple[str, str]:
     """Execute ``notebook`` plus the answers cell in a sandboxed kernel: (status, the answers as JSON,
-    empty if none came back)."""
+    empty if none came back). ``slot`` and ``box``: see :func:`~batchlab.apps.sandbox.sandbox_argv`.
+    Every cell's error counts, whatever tags the student gave it (``raises-exception`` included)."""
     import nbformat
     from nbclient.exceptions import DeadKernelError
 
@@ -154,7 +158,7 @@ def run_notebook(notebook: Any, run: Path, ipc: Path, timeout: int, notebook_tim
     last = len(notebook.cells)
     notebook.cells.append(nbformat.v4.new_code_cell(_ANSWERS_CELL))
     current = {"cell": 0}
-    watch = Watch(ipc, LIMITS, wall_seconds=notebook_timeout)
+    watch = Watch(ipc, LIMITS, wall_seconds=notebook_timeout, box=box)
 
     def on_cell_execute(cell: Any, cell_index: int) -> None:
         current["cell"] = cell_index + 1
@@ -166,12 +170,12 @@ def run_notebook(notebook: Any, run: Path, ipc: Path, timeout: int, notebook_tim
                 answers["json"] = str(content.get("evalue", ""))
             elif content.get("status") == "error":
                 answers["error"] = printable(str(content.get("ename", "?")))
-        elif (content.get("status") == "error" and _EXPECTED_ERROR not in cell.metadata.get("tags", [])):
+        elif content.get("status") == "error":
             problems.append((cell_index + 1, str(content.get("ename", "?"))))
         if content.get("ename") == _TIMED_OUT and not await _stopped(client, execute_reply):
             raise _Abandoned
 
-    manager = _kernel_manager(run, ipc, 2 * timeout * (last + 2) + 60, watch, hidden)
+    manager = _kernel_manager(run, ipc, 2 * timeout * (last + 2) + 60, watch, hidden, slot, box)
     client = _Client.make(
         # CPU time: every cell at its limit on two threads, and the start; a runaway that escapes the
         # per-cell timeout (threads it started, say) is killed by SIGXCPU and its row says the kernel died.
@@ -181,7 +185,7 @@ def run_notebook(notebook: Any, run: Path, ipc: Path, timeout: int, notebook_tim
         error_on_timeout={"ename": _TIMED_OUT, "evalue": "", "traceback": []},
         on_cell_execute=on_cell_execute, on_cell_executed=on_cell_executed, log=_QUIET,
         resources={"metadata": {"path": str(ipc)}})
-    _STATE["watch"] = watch
+    _STATE["watches"].add(watch)
     try:
         # cleanup_kc: the kernel is ours to shut down (km= alone would leave it running). The kernel's
         # own stdout/stderr hold only its start-up banner; what the student's code prints is dropped.
@@ -190,17 +194,20 @@ def run_notebook(notebook: Any, run: Path, ipc: Path, timeout: int, notebook_tim
         return (f"中断无效：单元格 {current['cell']} 运行超过 {timeout:g} 秒且不响应中断，这份作业的运行到此结束，"
                 "后面的单元格和答案都没有读到"), ""
     except DeadKernelError:
-        if watch.reason is not None:
-            return f"超限：单元格 {current['cell']} 运行时{watch.reason}，后面的单元格和答案都没有读到", ""
+        reason = watch.reason or watch.refused()
+        if reason is not None:
+            return f"超限：单元格 {current['cell']} 运行时{reason}，后面的单元格和答案都没有读到", ""
         return f"出错：内核在单元格 {current['cell']} 意外退出", ""
     except Exception as err:  # kernel failed to start, protocol error, …: this row, not the class
         if watch.reason is not None:
             return f"超限：{watch.reason}", ""
         return f"出错：无法运行（{type(err).__name__}：{printable(str(err))[:200]}）", ""
     finally:
-        _STATE["watch"] = None
+        _STATE["watches"].discard(watch)
         watch.stop()
         manager.context.destroy(linger=0)
+    if watch.reason is not None:  # a limit reached as the last cells ran: the run does not count
+        return f"超限：{watch.reason}", ""
     status = _status(problems, timeout)
     if "json" not in answers:
         why = f"读答案的单元格抛出 {answers['error']}" if "error" in answers else "读答案的单元格没有交回答案"
@@ -225,11 +232,10 @@ async def _stopped(client: Any, execute_reply: dict) -> bool:
 
 
 def stop_running() -> None:
-    """Ctrl-C: kill the sandbox running now, if any (its notebook's run ends as a dead kernel), and
-    remember that grading should stop."""
+    """Ctrl-C or SIGTERM: kill every sandbox running now (each notebook's run ends as a dead kernel),
+    and remember that grading should stop."""
     _STATE["stop"] = True
-    watch = _STATE["watch"]
-    if watch is not None:
+    for watch in list(_STATE["watches"]):
         watch.kill()
 
 

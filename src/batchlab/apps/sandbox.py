@@ -11,11 +11,17 @@ container or CI), the kernel runs
   ``/etc``, this Python's environment and the folders its ``.pth`` files add (where ``batchlab`` lives),
   read-only; its own working folder and ``/tmp`` as size-capped in-memory folders; no host home, no
   submissions folder, no socket of the host (so no Docker or D-Bus), a fresh ``/dev`` and ``/proc``;
-* with **no network**, its own process, IPC and host-name namespaces, an environment cleared to
-  :data:`PASSED_ENV`, and limits on processes, file size and address space per process;
-* watched by the grader (:class:`Watch`): the resident memory of all its processes together, their
-  number, the files in the one host folder it shares (the kernel's sockets) and a wall-clock budget;
-  past any of them the whole sandbox is killed and the row says which.
+* with **no network**, its own process, IPC and host-name namespaces, no keyring and an environment
+  cleared to :data:`PASSED_ENV` — bubblewrap itself starts with that short list (:func:`launch_env`), so
+  no ``/proc/*/environ`` a kernel can read holds the grader's variables — and limits on processes, file
+  size and address space per process;
+* in a **cgroup of its own** where the machine offers one (:mod:`batchlab.apps.cgroups`): its memory,
+  counted by the kernel (memfd files, shared memory and in-memory folders included), and its number of
+  processes; where none can be had, a seccomp filter (:mod:`batchlab.apps.seccomp`) refuses the memory
+  no process owns, and the watcher sums its processes' resident memory;
+* watched by the grader (:class:`Watch`): that memory, the number of processes, the files in its
+  in-memory folders and in the one host folder it shares (the kernel's sockets), and a wall-clock
+  budget; past any of them the whole sandbox is killed and the row says which.
 
 Nothing here imports torch; the grader (``apps.grade``) uses these pieces.
 """
@@ -33,12 +39,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from batchlab.apps.cgroups import Box
+from batchlab.apps.seccomp import KILLED_EXIT, filter_program, syscall_number
+
 __all__ = ["HOST_UID", "SANDBOX_UID", "Limits", "LIMITS", "PASSED_ENV", "WORK_DIR", "bwrap", "python_paths",
-           "sandbox_argv", "prepare_run", "hand_over", "seal", "Watch", "remove_tree"]
+           "host_uid", "launch_env", "sandbox_argv", "prepare_run", "hand_over", "seal", "Watch", "remove_tree"]
 
 HOST_UID = 1_666_000_013
 """The account a kernel runs as on the host when ``grade`` is started by root: no login has it, so no
-file of anyone's is its own, and the process limit counts only the sandbox's processes."""
+file of anyone's is its own, and the process limit counts only the sandbox's processes. Sandboxes
+running at once (``grade --jobs``) each get the next id (:func:`host_uid`)."""
 SANDBOX_UID = 1000
 """The user id the kernel sees inside the sandbox (its home is :data:`WORK_DIR`)."""
 WORK_DIR = "/home/student"
@@ -72,9 +82,27 @@ class Limits:
     shared_bytes: int = 1 * 2**20
     """What the notebook may leave in the host folder it shares with the grader (its sockets are empty)."""
     shared_entries: int = 64
+    inodes: int = 65_536
+    """Files and folders in its in-memory folders together (1.2 million empty files hold about 1 GiB of
+    the kernel's memory; a chapter makes a few dozen)."""
 
 
 LIMITS = Limits()
+_SECCOMP_FD = 10  # the descriptor the launcher hands bubblewrap its seccomp program on
+
+
+def host_uid(slot: int = 0) -> int:
+    """The host account of the sandbox in ``slot`` (0 … jobs − 1) when ``grade`` runs as root: each
+    sandbox running at once has its own, so one notebook's processes never count against another's."""
+    return HOST_UID + slot
+
+
+def launch_env() -> dict[str, str]:
+    """The environment bubblewrap itself starts with: a search path, a locale and :data:`PASSED_ENV`,
+    nothing else of the grader's (bubblewrap's own process is readable inside the sandbox)."""
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    env.update({name: os.environ[name] for name in PASSED_ENV if name in os.environ})
+    return env
 
 
 @functools.lru_cache(maxsize=1)
@@ -90,7 +118,7 @@ def bwrap() -> str:
     probe = [found, "--unshare-user", "--disable-userns", "--ro-bind", "/", "/", "true"]
     if os.geteuid() == 0:
         probe = ["setpriv", f"--reuid={HOST_UID}", f"--regid={HOST_UID}", "--clear-groups", "--", *probe]
-    done = subprocess.run(probe, capture_output=True, text=True, check=False)
+    done = subprocess.run(probe, capture_output=True, text=True, check=False, env=launch_env())
     if done.returncode != 0:
         why = printable_line(done.stderr)
         raise RuntimeError(f"bubblewrap 在这台机器上建不起沙箱（{why}）：需要允许无特权用户命名空间"
@@ -135,13 +163,14 @@ def _parents(paths: Sequence[Path]) -> list[str]:
     return sorted(found, key=lambda s: (s.count("/"), s))
 
 
-def prepare_run(run: Path, submission: bytes) -> Path:
+def prepare_run(run: Path, submission: bytes, slot: int = 0, refuse_memory: bool = True) -> Path:
     """Lay out the grader's folder for one notebook and return the folder the kernel shares with it.
 
     ``run/given`` holds, read-only for the kernel, the submission's copy and the sandbox's ``/etc/passwd``,
     ``group`` and ``hosts``; ``run/ipc`` (returned) is the one host folder the kernel may write, for the
     connection file and the kernel's sockets (:class:`Watch` keeps it small). As root, ``ipc`` belongs to
-    :data:`HOST_UID`."""
+    :func:`host_uid` of ``slot``. ``run/seccomp.bpf``, outside the sandbox, is its seccomp program
+    (:func:`~batchlab.apps.seccomp.filter_program`; ``refuse_memory`` where no cgroup counts memory)."""
     given, ipc = run / "given", run / "ipc"
     given.mkdir(mode=0o755)
     ipc.mkdir(mode=0o700)
@@ -154,15 +183,16 @@ def prepare_run(run: Path, submission: bytes) -> Path:
     for name, data in files.items():
         (given / name).write_bytes(data)
         (given / name).chmod(0o644)
+    (run / "seccomp.bpf").write_bytes(filter_program(refuse_memory))
     if os.geteuid() == 0:
-        os.chown(ipc, HOST_UID, HOST_UID)
+        os.chown(ipc, host_uid(slot), host_uid(slot))
     return ipc
 
 
-def hand_over(path: Path) -> None:
+def hand_over(path: Path, slot: int = 0) -> None:
     """Let the kernel's account read ``path`` (a file the grader wrote into the shared folder as root)."""
     if os.geteuid() == 0:
-        os.chown(path, HOST_UID, HOST_UID)
+        os.chown(path, host_uid(slot), host_uid(slot))
 
 
 def seal(ipc: Path) -> None:
@@ -176,14 +206,38 @@ def seal(ipc: Path) -> None:
     ipc.chmod(0o755)
 
 
+# Run first, as the grader's child: joins the sandbox's cgroups, takes a new, empty session keyring (the
+# grader's is not passed on), hands bubblewrap its seccomp program on a known descriptor, becomes it.
+_LAUNCHER = ("import ctypes, os, sys\n"
+             "keyctl, program, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])\n"
+             "for procs in sys.argv[4:4 + n]:\n"
+             "    with open(procs, 'w') as f:\n"
+             "        f.write(str(os.getpid()))\n"
+             "ctypes.CDLL(None, use_errno=True).syscall(keyctl, 1, None)  # KEYCTL_JOIN_SESSION_KEYRING, anonymous\n"
+             f"os.dup2(os.open(program, os.O_RDONLY), {_SECCOMP_FD})\n"
+             "os.execvp(sys.argv[4 + n], sys.argv[4 + n:])\n")
+
+
+def _bound_roots(pythons: Sequence[Path]) -> list[Path]:
+    """Every host folder the sandbox sees, read-only: a folder inside one of them must be hidden."""
+    roots = [Path("/usr"), *pythons, *(Path("/etc", name) for name in _ETC)]
+    roots += [Path("/", name) for name in _TOP_LEVEL if not Path("/", name).is_symlink()]
+    return [r for r in roots if r.exists()]
+
+
 def sandbox_argv(run: Path, command: Sequence[str], limits: Limits = LIMITS, cpu_seconds: int = 24 * 3600,
-                 hidden: Sequence[Path] = ()) -> list[str]:
+                 hidden: Sequence[Path] = (), slot: int = 0, box: Box | None = None) -> list[str]:
     """The command line that runs ``command`` in the sandbox (see the module's docstring) for the folder
     ``run`` laid out by :func:`prepare_run`; ``run/ipc`` is bound at its own path. ``hidden`` are host
     folders covered by an empty one should they lie inside something bound (the submissions, say).
-    Raises RuntimeError without bubblewrap."""
+    ``slot``: which of the sandboxes running at once (:func:`host_uid`); ``box``: its cgroup, if any.
+    Started with :func:`launch_env`. Raises RuntimeError without bubblewrap."""
     binary = bwrap()
     pythons = python_paths()
+    launcher = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(syscall_number("keyctl")),
+                str(run / "seccomp.bpf"), str(len(box.procs()) if box else 0), *(box.procs() if box else []),
+                *(box.prefix() if box else [])]
+    seccomp = ["--seccomp", str(_SECCOMP_FD)]
     given, ipc = run / "given", run / "ipc"
     mounts: list[str] = ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
                          "--ro-bind", "/usr", "/usr"]
@@ -207,31 +261,31 @@ def sandbox_argv(run: Path, command: Sequence[str], limits: Limits = LIMITS, cpu
     for path in outside_usr:
         mounts += ["--ro-bind", str(path), str(path)]
     mounts += ["--bind", str(ipc), str(ipc)]
-    for path in hidden:  # e.g. the submissions, were they inside the Python environment
+    for path in hidden:  # e.g. the submissions, were they under /usr or inside the Python environment
         path = path.resolve()
-        if any(path.is_relative_to(p) for p in pythons):
+        if any(path.is_relative_to(p) for p in _bound_roots(pythons)):
             mounts += ["--tmpfs", str(path)]
     mounts += ["--perms", "0755", "--dir", "/home",
                "--size", str(limits.work_bytes), "--perms", "0777", "--tmpfs", WORK_DIR,  # the kernel's, as root or not
                "--ro-bind", str(given / "submission.ipynb"), f"{WORK_DIR}/submission.ipynb"]
-    env = ["--clearenv", "--setenv", "PATH", f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-           "--setenv", "HOME", WORK_DIR, "--setenv", "LANG", "C.UTF-8", "--setenv", "USER", "student",
+    env = ["--clearenv", "--setenv", "HOME", WORK_DIR, "--setenv", "USER", "student",
            "--setenv", "IPYTHONDIR", f"{WORK_DIR}/.ipython", "--setenv", "MPLCONFIGDIR", f"{WORK_DIR}/.matplotlib"]
-    for name in PASSED_ENV:
-        if name in os.environ:
-            env += ["--setenv", name, os.environ[name]]
+    for name, value in launch_env().items():
+        env += ["--setenv", name, value]
     namespaces = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                   "--hostname", "sandbox", "--die-with-parent", "--new-session", "--chdir", WORK_DIR]
     limited = ["prlimit", f"--nproc={limits.processes}", f"--fsize={limits.work_bytes}",
                f"--as={limits.address_space_bytes}", f"--cpu={cpu_seconds}", "--core=0", "--", *command]
     unprivileged = ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
     if os.geteuid() != 0:  # one bubblewrap, as this user, in a user namespace of its own
-        return [binary, *unprivileged, "--cap-drop", "ALL", *namespaces, *mounts, *env, "--", *limited]
+        return [*launcher, binary, *unprivileged, "--cap-drop", "ALL", *namespaces, *mounts, *env, *seccomp, "--",
+                *limited]
     # Root: the first bubblewrap mounts (it can read what the kernel may only see) and keeps just the
     # capabilities setpriv needs to become HOST_UID with none; the second disables user namespaces.
-    return [binary, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-            "--cap-add", "CAP_SETPCAP", *namespaces, *mounts, *env, "--",
-            "setpriv", f"--reuid={HOST_UID}", f"--regid={HOST_UID}", "--clear-groups", "--inh-caps=-all",
+    uid = host_uid(slot)
+    return [*launcher, binary, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+            "--cap-add", "CAP_SETPCAP", *namespaces, *mounts, *env, *seccomp, "--",
+            "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--",
             # a /dev of its own: device nodes bound from outside a user namespace do not open inside it
             binary, *unprivileged, "--bind", "/", "/", "--dev", "/dev", "--size", str(limits.shm_bytes),
@@ -239,31 +293,40 @@ def sandbox_argv(run: Path, command: Sequence[str], limits: Limits = LIMITS, cpu
 
 
 class Watch:
-    """Watches one sandbox from the grader's side: every ``interval`` seconds the resident memory and
-    number of all processes under ``pid``, the shared folder's contents and the wall clock. Past a limit
-    it kills them all and keeps the reason (Chinese, for the row)."""
+    """Watches one sandbox from the grader's side: every ``interval`` seconds its memory (as its cgroup
+    ``box`` counts it, else the resident memory of all processes under ``pid``), their number, the files
+    in its in-memory folders, the shared folder's contents and the wall clock. Past a limit it kills them
+    all and keeps the reason (Chinese, for the row)."""
 
     def __init__(self, shared: Path, limits: Limits = LIMITS, wall_seconds: float = 3600.0,
-                 interval: float = 0.05) -> None:
+                 interval: float = 0.05, box: Box | None = None) -> None:
         self.shared, self.limits, self.wall_seconds, self.interval = shared, limits, wall_seconds, interval
+        self.box = box
         self.reason: str | None = None
         self.peak_bytes = 0
         self._pid: int | None = None
+        self._process: subprocess.Popen | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="batchlab-grade-watch")
         self._start = time.monotonic()
 
-    def watch(self, pid: int) -> None:
-        """Start watching the sandbox whose outermost process is ``pid``."""
-        self._pid = pid
+    def watch(self, pid: int, process: subprocess.Popen | None = None) -> None:
+        """Start watching the sandbox whose outermost process is ``pid`` (``process``, if the grader
+        started it, tells how it ended: :meth:`refused`)."""
+        self._pid, self._process = pid, process
+        if self.box is not None:
+            self.box.found(pid)
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop watching (the sandbox ended) and kill whatever of it is left."""
+        """Stop watching (the sandbox ended) and kill whatever of it is left. A memory limit its cgroup
+        saw reached between two looks is its :attr:`reason` too."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
         self.kill()
+        if self.reason is None and self.box is not None and self.box.over():
+            self.reason = self._memory_reason()
 
     def kill(self) -> None:
         """Kill the sandbox's processes: its outermost process and everything under it."""
@@ -274,6 +337,22 @@ class Watch:
                 proc.kill()
             except psutil.Error:
                 pass
+        if self.box is not None:
+            self.box.kill()
+
+    def refused(self) -> str | None:
+        """Why the sandbox ended, if the kernel killed it for memory no process owns (no cgroup here to
+        count it: :mod:`batchlab.apps.seccomp`); None otherwise."""
+        if self._process is None:
+            return None
+        try:
+            code = self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+        if code != KILLED_EXIT or self.box is not None:
+            return None
+        return (f"申请了无主内存（memfd 或 System V 共享内存；没有 cgroup 时它们不计入 "
+                f"{self.limits.memory_bytes / 2**30:g} GiB 的内存上限，所以一律禁止），已停止")
 
     def _family(self) -> list:
         """The sandbox's outermost process and every process under it; none once it is gone."""
@@ -305,16 +384,44 @@ class Watch:
             return None
         if len(family) > self.limits.processes:
             return f"进程数超过 {self.limits.processes}，已停止"
-        resident = 0
-        for proc in family:
+        if self.box is not None:  # the kernel counts: memfd, shared memory and in-memory folders included
+            self.peak_bytes = self.box.peak_bytes()
+            if self.box.over():
+                return self._memory_reason()
+        else:
+            resident = 0
+            for proc in family:
+                try:
+                    resident += proc.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak_bytes = max(self.peak_bytes, resident)
+            if resident > self.limits.memory_bytes:
+                return f"所有进程合计占用内存超过 {self.limits.memory_bytes / 2**30:g} GiB，已停止"
+        return self._files_over(family) or self._shared_over()
+
+    def _memory_reason(self) -> str:
+        return (f"内存超过 {self.limits.memory_bytes / 2**30:g} GiB（内核按 cgroup 计数，含共享内存、内存文件和"
+                "内存中的文件夹），已停止")
+
+    def _files_over(self, family: list) -> str | None:
+        """Files and folders in the sandbox's in-memory folders, read through its kernel's view."""
+        import psutil
+
+        for proc in reversed(family):  # the innermost process sees the sandbox's own mounts
             try:
-                resident += proc.memory_info().rss
-            except psutil.Error:
-                pass
-        self.peak_bytes = max(self.peak_bytes, resident)
-        if resident > self.limits.memory_bytes:
-            return f"所有进程合计占用内存超过 {self.limits.memory_bytes / 2**30:g} GiB，已停止"
-        return self._shared_over()
+                if "ipykernel" not in " ".join(proc.cmdline()):
+                    continue
+                used = 0
+                for folder in (WORK_DIR, "/tmp", "/dev/shm"):
+                    fs = os.statvfs(f"/proc/{proc.pid}/root{folder}")
+                    used += fs.f_files - fs.f_ffree
+            except (OSError, psutil.Error):  # a process that just ended
+                continue
+            if used > self.limits.inodes:
+                return f"在内存中的文件夹里建了超过 {self.limits.inodes:,} 个文件，已停止"
+            return None
+        return None
 
     def _shared_over(self) -> str | None:
         entries, size, stack = 0, 0, [self.shared]
