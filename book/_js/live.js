@@ -66,6 +66,22 @@
     return runtime;
   }
 
+  // The page's colour scheme: the theme's own (pydata-sphinx-theme sets data-theme on <html> from the
+  // reader's choice or, in its "auto" mode, from the phone's setting), else the phone's setting. The charts
+  // are drawn for it (batchlab.page.colours.in_scheme) and redrawn when it changes.
+  var DARK_QUERY = "(prefers-color-scheme: dark)";
+  function scheme() {
+    var theme = document.documentElement.getAttribute("data-theme");
+    if (theme === "dark" || theme === "light") return theme;
+    return window.matchMedia && window.matchMedia(DARK_QUERY).matches ? "dark" : "light";
+  }
+  var shown = []; // the explorers that draw a chart
+
+  function recolourAll() {
+    var now = scheme();
+    shown.forEach(function (ex) { ex.recolour(now); });
+  }
+
   function el(tag, attrs, text) {
     var node = document.createElement(tag);
     Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
@@ -78,7 +94,8 @@
   /* One control from its declaration (batchlab.page.spec.Control); onChange(value) on a change. */
   function makeControl(c, value, onChange) {
     var id = "bl-live-" + (++uid);
-    var row = el("div", { "class": "bl-live-control" + (c.wide ? " bl-live-wide" : ""), "data-name": c.name });
+    var row = el("div", { "class": "bl-live-control" + (c.wide ? " bl-live-wide" : ""), "data-name": c.name,
+                          "data-kind": c.kind });
     var label = el("label", { "for": id }, c.label);
     row.appendChild(label);
     var input;
@@ -152,7 +169,7 @@
     this.box.setAttribute("data-state", "loading");
     startRuntime().then(function (rt) {
       self.web = rt.web;
-      self.show(JSON.parse(rt.web.start(self.name, self.context)), true);
+      self.show(JSON.parse(rt.web.start(self.name, self.context, scheme())), true);
       self.box.hidden = false;
       self.frozen.style.display = "none";
       self.box.setAttribute("data-ready-ms", String(Math.round(performance.now() - t0)));
@@ -169,7 +186,7 @@
     var t0 = performance.now();
     var values = Object.assign({}, this.values);
     values[name] = value;
-    this.show(JSON.parse(this.web.update(this.name, this.context, JSON.stringify(values), name)), false);
+    this.show(JSON.parse(this.web.update(this.name, this.context, JSON.stringify(values), name, scheme())), false);
     // Timed to the frame after the one that paints the new chart: what a reader waits for.
     var self = this;
     requestAnimationFrame(function () {
@@ -207,9 +224,23 @@
         this.box.hidden = false; // ECharts measures its box: it must be laid out
         this.chart = echarts.init(this.chartBox, null, { renderer: "svg" });
         window.addEventListener("resize", function () { self.chart.resize(); });
+        shown.push(this);
       }
+      this.lightChart = answer.light_chart || answer.chart; // the declared chart, redrawn for a new scheme
+      this.chartScheme = answer.light_chart ? "dark" : "light";
       this.chart.setOption(answer.chart, true);
+      this.chartBox.setAttribute("data-scheme", this.chartScheme);
     }
+  };
+
+  /* The chart drawn again for the page's new colour scheme (nothing recomputed). */
+  Explorer.prototype.recolour = function (now) {
+    if (!this.chart || now === this.chartScheme) return;
+    var option = JSON.parse(this.web.recolour(JSON.stringify(this.lightChart), now));
+    if (!option) return;
+    this.chartScheme = now;
+    this.chart.setOption(option, true);
+    this.chartBox.setAttribute("data-scheme", now);
   };
 
   function attach(notice) {
@@ -260,6 +291,13 @@
     if (window.matchMedia && window.matchMedia("print").matches) return;
     scan(); // the frozen views are in the page's HTML: every marker is there now
     prefetch();
+    // the reader's switch (the theme's button) or the phone's setting changes the scheme
+    if ("MutationObserver" in window) {
+      new MutationObserver(recolourAll).observe(document.documentElement, { attributes: true,
+                                                                           attributeFilter: ["data-theme"] });
+    }
+    var query = window.matchMedia && window.matchMedia(DARK_QUERY);
+    if (query && query.addEventListener) query.addEventListener("change", recolourAll);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", begin);
   else begin();

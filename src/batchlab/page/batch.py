@@ -10,7 +10,7 @@ from batchlab.formulas.batching import GRAD_ACCUM_READINGS, BatchPlan, plan_batc
 from batchlab.formulas.job import LIMITS
 from batchlab.formulas.pipeline_schedules import bubble_fraction
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.page.colours import PALETTE, WARNING_COLOUR
+from batchlab.page.colours import PALETTE, css_ink
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
 from batchlab.page.numbers import percent
 
@@ -31,7 +31,7 @@ def render_plan_html(plan: BatchPlan) -> str:
     reading = ("未给出梯度累积步数，已由全局批大小推出" if plan.grad_accum_reading is None
                else f"符合{GRAD_ACCUM_READINGS[plan.grad_accum_reading]}")
     warn = "" if plan.enough_microbatches else (
-        f'<li style="color:{WARNING_COLOUR}">微批次数 {plan.num_microbatches} 少于阶段数 {plan.pipeline_stages}：'
+        f'<li style="color:{css_ink("warning")}">微批次数 {plan.num_microbatches} 少于阶段数 {plan.pipeline_stages}：'
         "流水线填不满，1F1B 调度无法运行</li>")
     return (
         "<ul>"

@@ -17,7 +17,7 @@ from batchlab.formulas.precision import PRECISIONS, default_precision
 from batchlab.formulas.presets import PRESETS, get_config
 from batchlab.formulas.pipeline_schedules import schedule_label
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.page.colours import FIT_COLOUR, MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, WARNING_COLOUR
+from batchlab.page.colours import MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, css_ink
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
 from batchlab.page.valid import JobMaker, chunk_control, count_control, settle
 
@@ -65,11 +65,11 @@ def render_memory_summary_html(report: MemoryReport) -> str:
     worst = peaks.index(max(peaks))
     capacity = report.device_memory_bytes
     unit, scale = memory_unit(max(capacity, *peaks))
-    verdict = (f'<b style="color:{FIT_COLOUR}">放得下</b>' if report.fits else
-               f'<b style="color:{OVERFLOW_COLOUR}">放不下</b>'
+    verdict = (f'<b style="color:{css_ink("fit")}">放得下</b>' if report.fits else
+               f'<b style="color:{css_ink("overflow")}">放不下</b>'
                f"（超出 {(peaks[worst] - capacity) / scale:.2f} {unit}）")
     warn = "" if plan.enough_microbatches else (
-        f'<br><span style="color:{WARNING_COLOUR}">微批次数 {plan.num_microbatches} 少于阶段数 {plan.pipeline_stages}：'
+        f'<br><span style="color:{css_ink("warning")}">微批次数 {plan.num_microbatches} 少于阶段数 {plan.pipeline_stages}：'
         "流水线填不满</span>")
     return (
         f"<div>最满的是阶段 {worst}：峰值 <b>{peaks[worst] / scale:.2f} {unit}</b>，占设备显存"

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from batchlab.page.colours import ERROR_COLOUR
+from batchlab.page.colours import css_ink
 from batchlab.page.numbers import count
 
 __all__ = ["Control", "Panel", "NotebookLayout", "Explorer", "render_error_html", "CHART_FONT", "NARROW_PX", "responsive",
@@ -84,7 +84,7 @@ class Refusal(ValueError):
 
 def render_error_html(message: str) -> str:
     """An explorer's visible message for invalid input (never a traceback)."""
-    return f'<div style="color:{ERROR_COLOUR}"><b>配置无效：</b>{html.escape(message)}</div>'
+    return f'<div style="color:{css_ink("error")}"><b>配置无效：</b>{html.escape(message)}</div>'
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,7 @@ class Explorer:
             return after, ""
         moved = controls[changed]
         reason = self.follow_reason(values, after, changed)
-        return after, (f'<div class="{NOTE_CLASS}" style="color:#555">{html.escape(moved.label)}改为 '
+        return after, (f'<div class="{NOTE_CLASS}" style="color:{css_ink("muted")}">{html.escape(moved.label)}改为 '
                        f"{html.escape(moved.display(after.get(changed)))}，随之改变：{html.escape('；'.join(items))}"
                        f"{html.escape(reason)}</div>")
 

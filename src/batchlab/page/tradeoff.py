@@ -18,7 +18,7 @@ from batchlab.formulas.throughput import StepModel, model_step
 from batchlab.formulas.pipeline_schedules import schedule_label
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.page.colours import ERROR_COLOUR, OVERFLOW_COLOUR, PALETTE
+from batchlab.page.colours import OVERFLOW_COLOUR, PALETTE, css_ink
 from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
 from batchlab.page.numbers import percent, seconds, throughput
 from batchlab.page.valid import JobMaker, chunk_control, count_control, settle
@@ -32,7 +32,7 @@ def render_tradeoff_html(job: Job, step: StepModel, result: dict, curve: RateCur
     (or virtual-stage count) is faster — which and why (:func:`~batchlab.formulas.tune.schedule_reason`)."""
     current = next(c for c in result["candidates"] if c["micro_batch_size"] == job.micro_batch_size)
     best = result["recommended"]
-    memory = "放得下" if current["fits"] else f'<b style="color:{ERROR_COLOUR}">放不下</b>'
+    memory = "放得下" if current["fits"] else f'<b style="color:{css_ink("error")}">放不下</b>'
     other = result["best_schedule"]
     better = (other is not None and (other["schedule"], other["virtual_stages"]) != (job.schedule, job.virtual_stages))
     return (
@@ -61,7 +61,7 @@ def tradeoff_chart(candidates: list[dict], current: int) -> dict:
     fitting = [c for c in candidates if c["fits"]]
     chosen = next(c for c in candidates if c["micro_batch_size"] == current)
     series = [
-        {"type": "line", "name": "模型估计的 tokens/s（红三角：放不下）", "color": "#999999", "symbolSize": 9,
+        {"type": "line", "name": "模型估计的 tokens/s（红三角：放不下）", "color": "#888888", "symbolSize": 9,
          "label": {"show": True, "position": "top", "color": "#4d4d4d"}, "data": [point(c) for c in candidates]},
         {"type": "scatter", "name": "当前选择", "symbolSize": 22, "z": 4,
          "itemStyle": {"color": "rgba(0,0,0,0)", "borderColor": OVERFLOW_COLOUR, "borderWidth": 2},

@@ -1,9 +1,11 @@
 """The explorers' entry for the published page: book/_js/live.js calls these two functions through
 Pyodide, with JSON text in and JSON text out, so the page holds no formula and no second copy of one.
 
-``start(name, context)`` answers the controls and the first panel; ``update(name, context, values,
-changed)`` the panel after the control ``changed`` moved (with the values that control moved in turn, named
-in a note above the summary: :meth:`Explorer.moved`).
+``start(name, context, scheme)`` answers the controls and the first panel; ``update(name, context, values,
+changed, scheme)`` the panel after the control ``changed`` moved (with the values that control moved in turn,
+named in a note above the summary: :meth:`Explorer.moved`); each draws its chart for the page's colour scheme
+(``"light"`` or ``"dark"``: :func:`batchlab.page.colours.in_scheme`), and ``recolour(chart, scheme)`` redraws a
+light chart for a page whose scheme changed (the reader switched it, or the phone did at dusk).
 Whatever the page sends is checked by the explorer's own rules (:meth:`Explorer.check_values`); a refused
 value answers the rule's wording, never a traceback.
 """
@@ -14,9 +16,10 @@ import json
 import pkgutil
 from pathlib import Path
 
+from batchlab.page.colours import SCHEMES, in_scheme
 from batchlab.page.spec import Explorer, Panel, render_error_html
 
-__all__ = ["EXPLORERS", "declared_explorers", "answer", "start", "update"]
+__all__ = ["EXPLORERS", "declared_explorers", "answer", "start", "update", "recolour"]
 
 
 def declared_explorers() -> dict[str, type[Explorer]]:
@@ -38,15 +41,25 @@ EXPLORERS: dict[str, type[Explorer]] = declared_explorers()
 """Every explorer the page can run, by the name its marker carries."""
 
 
-def answer(explorer: Explorer | None, values: object, panel: Panel) -> dict:
-    """What the page shows: the controls (with their current values), the summary and the chart. Without an
-    explorer (its context refused) or an object of values, no controls: the page keeps the ones it has."""
+def _scheme(scheme: object) -> str:
+    """The page's colour scheme as sent; anything else draws the light chart (the declared one)."""
+    return scheme if scheme in SCHEMES else "light"
+
+
+def answer(explorer: Explorer | None, values: object, panel: Panel, scheme: str = "light") -> dict:
+    """What the page shows: the controls (with their current values), the summary and the chart (drawn for
+    ``scheme``; beside a chart of another scheme, ``light_chart`` is the declared one, which :func:`recolour`
+    redraws when the page's scheme changes). Without an explorer (its context refused) or an object of values,
+    no controls: the page keeps the ones it has."""
     try:
         controls = [c.as_record() for c in explorer.controls(values)] if explorer and isinstance(values, dict) else None
     except ValueError:
         controls = None
-    return {"values": values, "controls": controls, "summary_html": panel.summary_html,
-            "chart": panel.chart, "error": panel.error}
+    shown = {"values": values, "controls": controls, "summary_html": panel.summary_html,
+             "chart": in_scheme(panel.chart, _scheme(scheme)), "error": panel.error}
+    if _scheme(scheme) != "light":
+        shown["light_chart"] = panel.chart
+    return shown
 
 
 def _refused(explorer: Explorer | None, values: object, message: str) -> str:
@@ -100,17 +113,18 @@ def _make(name: str, context_json: str) -> Explorer:
         raise ValueError(f"context：不是 {name} 探索器的上下文（有字段的类型不对）") from None
 
 
-def start(name: str, context_json: str) -> str:
-    """The explorer's controls and first panel, as JSON text (a refused context: its one line, no controls)."""
+def start(name: str, context_json: str, scheme: str = "light") -> str:
+    """The explorer's controls and first panel, as JSON text, its chart drawn for the page's ``scheme`` (a
+    refused context: its one line, no controls)."""
     try:
         explorer = _explorer(name, context_json)
     except ValueError as err:
         return _refused(None, None, str(err))
     values = explorer.initial_values()
-    return json.dumps(answer(explorer, values, explorer.compute(values)), ensure_ascii=False)
+    return json.dumps(answer(explorer, values, explorer.compute(values), scheme), ensure_ascii=False)
 
 
-def update(name: str, context_json: str, values_json: str, changed: str) -> str:
+def update(name: str, context_json: str, values_json: str, changed: str, scheme: str = "light") -> str:
     """The panel after the control ``changed`` moved to the value in ``values_json``, as JSON text; a refused
     context, values that are not a JSON object, or a refused value answer their rule's one line."""
     explorer = values = None
@@ -124,4 +138,14 @@ def update(name: str, context_json: str, values_json: str, changed: str) -> str:
         return _refused(explorer, values, f"values：{changed!r} 改变后这组值无法计算（{type(err).__name__}: {err}）")
     panel = explorer.compute(values)
     panel.summary_html = note + panel.summary_html  # what else moved, above the summary, as the notebook shows it
-    return json.dumps(answer(explorer, values, panel), ensure_ascii=False)
+    return json.dumps(answer(explorer, values, panel, scheme), ensure_ascii=False)
+
+
+def recolour(chart_json: str, scheme: str) -> str:
+    """A light chart (an answer's ``light_chart``, as JSON text) drawn for ``scheme``, as JSON text; text
+    that is not a chart answers ``null`` (the page keeps what it shows)."""
+    try:
+        chart = json.loads(chart_json, parse_constant=_not_json)
+    except (TypeError, ValueError):
+        return "null"
+    return json.dumps(in_scheme(chart, _scheme(scheme)) if isinstance(chart, dict) else None, ensure_ascii=False)
