@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -20,6 +19,7 @@ import pytest
 
 from batchlab.apps.grade import GRADE_MODULES
 from booktools import ROOT
+from booktools.student import project_copy
 
 PACKAGE = ROOT / "src" / "batchlab"
 # the modules grading imports (its kernel, report and sandbox included)
@@ -30,21 +30,22 @@ def _dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> zipfile.ZipFile:
-    project = tmp_path_factory.mktemp("project")
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, project / name)
-    # the whole src/, build tools included: the configuration, not the copy, must leave them out
-    shutil.copytree(ROOT / "src", project / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
-    out = tmp_path_factory.mktemp("wheel")
+def build_wheel(project: Path, out: Path) -> Path:
+    """The wheel pip builds from ``project`` into ``out``, offline."""
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(project), "--no-deps", "--no-build-isolation",
                            "--no-index", "--quiet", "--wheel-dir", str(out)],
                           capture_output=True, text=True, timeout=300, cwd=project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (built,) = out.glob("batchlab-*.whl")
-    with zipfile.ZipFile(built) as archive:
+    return built
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    # a clean copy (booktools.student.project_copy, which the student's install uses too): the whole src/, build
+    # tools included (the configuration, not the copy, must leave them out), and no build/ folder
+    project = project_copy(tmp_path_factory.mktemp("project") / "batchlab")
+    with zipfile.ZipFile(build_wheel(project, tmp_path_factory.mktemp("wheel"))) as archive:
         yield archive
 
 
@@ -61,6 +62,31 @@ def test_the_wheel_holds_batchlab_only(wheel):
     # every module of the package, and nothing else that is Python
     modules = {str(p.relative_to(PACKAGE.parent)) for p in PACKAGE.rglob("*.py")}
     assert {n for n in names if n.endswith(".py")} == modules
+
+
+def test_the_wheel_carries_the_code_licence(wheel):
+    meta = _metadata(wheel)
+    assert meta["License-Expression"] == "MIT"
+    assert meta.get_all("License-File") == ["LICENSE"]
+    (licence,) = [n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+    assert wheel.read(licence).decode("utf-8") == (ROOT / "LICENSE").read_text(encoding="utf-8")
+
+
+def test_a_stale_build_folder_stays_out_of_the_wheel(tmp_path):
+    """A file an earlier ``pip install .`` left in build/ goes into the next wheel built in place (setuptools
+    packs build/lib as it finds it); the clean copy the wheel is built from has no build/, so it stays out.
+    ``/build/`` is ignored by git, so it never shows as a change either."""
+    checkout = tmp_path / "checkout"
+    project_copy(checkout)
+    stale = checkout / "build" / "lib" / "batchlab" / "stale_module.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("PLANTED = True\n", encoding="utf-8")
+    in_place = zipfile.ZipFile(build_wheel(checkout, tmp_path / "in-place"))
+    assert "batchlab/stale_module.py" in in_place.namelist()   # the trap is real
+    clean = zipfile.ZipFile(build_wheel(project_copy(tmp_path / "clean", source=checkout), tmp_path / "clean-wheel"))
+    assert "batchlab/stale_module.py" not in clean.namelist()
+    ignored = subprocess.run(["git", "check-ignore", "-q", "build/lib/batchlab/stale_module.py"], cwd=ROOT)
+    assert ignored.returncode == 0, ".gitignore does not cover build/"
 
 
 def test_the_teaching_data_is_package_data(wheel):
