@@ -149,7 +149,7 @@ def test_the_refusal_names_what_reduces_each_quantity():
 def test_a_closed_pipe_is_no_error(tmp_path):
     proc = subprocess.run(f"{sys.executable} -m batchlab tune --global-batch 64 --pipeline-stages 4 "
                           "--data-parallel 2 | head -1", shell=True, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout.startswith("model")
+    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout.startswith("模型")
 
 
 _NOISE: dict = {}

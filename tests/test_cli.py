@@ -60,10 +60,12 @@ def test_text_output_and_help(capsys):
     assert main(["plan", "--global-batch", "64", "--micro-batch", "2", "--pipeline-stages", "4",
                  "--data-parallel", "2"]) == 0
     text = capsys.readouterr().out
-    assert "num_microbatches 16" in text and "bubble_fraction  0.158" in text
+    assert "微批次数      16，每个副本每步" in text and "气泡占比      0.158 = (p-1)/(m+p-1)" in text
     with pytest.raises(SystemExit) as exit_:
         main(["plan", "--help"])
-    assert exit_.value.code == 0 and "--pipeline-stages" in capsys.readouterr().out
+    help_text = capsys.readouterr().out
+    assert exit_.value.code == 0 and "--pipeline-stages" in help_text and help_text.startswith("用法：")
+    assert "流水线并行度 p（默认 1）" in help_text and "显示这段帮助并退出" in help_text
 
 
 def test_device_command_reports_cpu(capsys):
@@ -76,7 +78,8 @@ def test_device_command_reports_cpu(capsys):
 def test_device_text_output_reads_memory_in_gib(capsys):
     assert main(["device", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("device     cpu") and "allocated (process_rss) " in out and " GiB, peak " in out and "free " in out
+    assert out.startswith("设备") and "（整个进程的常驻内存，measures = process_rss）" in out and "，峰值 " in out
+    assert "，可用 " in out and " GiB / 共 " in out
 
 
 def test_seq_len_defaults_to_the_models_context(capsys):
@@ -238,11 +241,11 @@ def test_text_reports_name_the_attention_their_activations_assume(command, capsy
 
 def test_plan_text_says_the_72_form_is_derived_not_eq_3(capsys):
     assert main(["plan", *CASE[1:-1], "--micro-batch", "2"]) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("model FLOPs"))
-    assert "without recomputation" in line and "not Eq. 3" in line
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("模型 FLOPs"))
+    assert "每个 token 1.03×10¹⁰" in line and "不重计算" in line and "不是式 3 的 4 遍" in line
     assert main(["plan", *CASE[1:-1], "--micro-batch", "2", "--recompute", "full"]) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("model FLOPs"))
-    assert "Eq. 3: full recompute" in line
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("模型 FLOPs"))
+    assert "式 3：完全重计算" in line
 
 
 def test_the_readmes_measured_run_fits_the_run_budget(capsys):
@@ -258,7 +261,7 @@ def test_the_readmes_measured_run_fits_the_run_budget(capsys):
     from booktools import ROOT
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    command = re.search(r"batchlab pipeline (--model tiny [^#]*?)--run local\|distributed", readme, re.S)
+    command = re.search(r"batchlab pipeline (--model tiny [^#]*?)--run local", readme, re.S)  # or local|distributed
     assert command, "README 里找不到 --run local|distributed 的示例"
     flags = command.group(1).replace("\\", " ").split()
     assert flags == ["--model", "tiny", "--n-layer", "4", "--d-model", "128", "--seq-len", "64",
@@ -295,13 +298,27 @@ def test_the_new_flags_reach_the_job_and_its_json(command, capsys):
 def test_the_printed_job_shows_the_new_fields(capsys):
     assert main(["plan", *CASE[1:-1], "--micro-batch", "2", *PARALLEL]) == 0
     text = capsys.readouterr().out
-    assert "devices          80 = 5 tensor parallel × 4 pipeline stages × 2 data parallel × 2 context parallel " \
-           "(sequence parallel)" in text
-    assert "interleaved-1f1b (v = 2), recompute none" in text and "chunks of 6 layers" in text
-    assert "bubble_fraction  0.086  (交错式 1F1B, v = 2: the closed form the simulator agrees with)" in text
+    assert "设备数        80 = 5 路张量并行 × 4 个流水线阶段 × 2 路数据并行 × 2 路上下文并行（序列并行）" in text
+    assert "交错式 1F1B（v = 2），重计算 none" in text
+    assert "气泡占比      0.086（交错式 1F1B（v = 2）：模拟器验证过的闭式解）" in text
     assert main(["plan", *CASE[1:-1], "--micro-batch", "2"]) == 0  # the lecture's job reads as before
     text = capsys.readouterr().out
-    assert "devices          8 = 4 pipeline stages × 2 data parallel\n" in text and "= (p-1)/(m+p-1)" in text
+    assert "设备数        8 = 4 个流水线阶段 × 2 路数据并行\n" in text and "= (p-1)/(m+p-1)" in text
+
+
+def test_plan_text_names_the_chunks_in_flight_the_json_counts(capsys):
+    """With v > 1 chunks the text says how many chunks each stage holds, as the JSON and `pipeline` count them
+    (issue 43: it printed the micro-batch counts [6, 5, 4, 3] as chunks where the chunks are [11, 9, 7, 5])."""
+    argv = ["plan", *CASE[1:-1], "--micro-batch", "2", "--schedule", "interleaved-1f1b", "--virtual-stages", "2"]
+    out = run_json([*argv, "--json"], capsys)
+    assert out["in_flight_chunks"] == [11, 9, 7, 5] and out["in_flight_microbatches"] == [6, 5, 4, 3]
+    pipeline = run_json(["pipeline", *argv[1:], "--json"], capsys)
+    assert pipeline["peak_in_flight"] == out["in_flight_chunks"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "同时在途 [11, 9, 7, 5] 个模型块（每块 6 层）" in text and "[6, 5, 4, 3]" not in text
+    assert main(argv[:-4]) == 0  # the contrary: v = 1 counts micro-batches
+    assert "同时在途 [4, 3, 2, 1] 个微批次" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved-1f1b", 2), ("interleaved-1f1b", 4),
@@ -346,7 +363,7 @@ def test_a_run_that_cannot_be_made_shows_the_simulator_marked_modelled(extra, wh
     assert out["estimated_cost"] is None
     assert main([*base, *extra]) == 0
     text = capsys.readouterr().out
-    assert text.startswith(f"note             {out['modelled']}\n") and "(simulated, 模型推算)" in text
+    assert text.startswith(f"说明          {out['modelled']}\n") and "（模拟器，模型推算）" in text
 
 
 def test_the_cli_and_the_local_run_agree_on_what_runs_locally():
@@ -408,12 +425,14 @@ def test_plan_lists_the_ramp_stages_the_formula_lists(capsys):
     assert out["bubble_fraction"] == out["rampup"]["stages"][-1]["bubble_fraction"]  # the target is the plan
     assert main(RAMP + ["--rampup-batch-size", "16", "16", "6000"]) == 0
     text = capsys.readouterr().out
-    assert "ramp-up          --rampup-batch-size 16 16 6000: 4 stages" in text
-    assert "     16             0         2,000        125       4   42.9%" in text
-    assert "     64         6,000    (the rest)                 16   15.8%" in text
+    assert "批大小爬升  --rampup-batch-size 16 16 6000：4 个阶段，每次增加间隔 2,000 个样本" in text
+    rows = [line.split() for line in text.splitlines()[-4:]]
+    assert rows[0] == ["16", "0", "2,000", "125", "4", "42.9%"]
+    assert rows[-1] == ["64", "6,000", "（其余）", "16", "15.8%"]
     assert main(RAMP + ["--rampup-batch-size", "4", "2", "6000"]) == 0  # a stage the job refuses: its own line
     text = capsys.readouterr().out
-    assert "      8           400           200         25       2  refused: num_microbatches = 2：1F1B 要求" in text
+    assert any(line.split()[:5] == ["8", "400", "200", "25", "2"] and "不能运行：num_microbatches = 2：1F1B 要求" in line
+               for line in text.splitlines())
     assert "global_batch = 6 不能被 micro_batch_size × data_parallel = 2 × 2 = 4 整除" in text
     assert "rampup" not in run_json([*RAMP, "--json"], capsys)  # without the flag, no ramp
 
@@ -465,7 +484,7 @@ def test_n_head_plans_the_32_head_variant_with_tensor_parallel_2(capsys):
     expected = plan_report(replanned(replace(CASE_STUDY.job, model=REPLAN_MODEL, micro_batch_size=2), 2))
     assert out == json.loads(json.dumps(expected))  # the chapter's job, field by field
     assert main(["plan", *VARIANT]) == 0
-    assert "gpt2-xl  (48 layers, width 1600, 32 heads; 1,557,611,200 parameters)" in capsys.readouterr().out
+    assert "gpt2-xl（48 层，宽度 1,600，32 个注意力头；1,557,611,200 个参数）" in capsys.readouterr().out
     assert run_json([*CASE, "--micro-batch", "2"], capsys)["n_head"] == 25  # the preset's own, in the JSON too
     # without --n-head the same line is gpt2-xl's 25 heads, which t = 2 cannot split
     assert main(["plan", *[a for a in VARIANT if a not in ("--n-head", "32")]]) == 2
@@ -478,7 +497,7 @@ def test_tune_and_pipeline_take_n_head_and_report_it(command, capsys):
     out = run_json([command, *VARIANT, *extra, "--json"], capsys)
     assert out["n_head"] == 32 and out["tensor_parallel"] == 2
     assert main([command, *VARIANT, *extra]) == 0
-    assert "gpt2-xl (48 layers, width 1600, 32 heads)" in capsys.readouterr().out
+    assert "gpt2-xl（48 层，宽度 1,600，32 个注意力头）" in capsys.readouterr().out
 
 
 def test_n_head_lets_a_width_the_presets_heads_do_not_divide(capsys):
@@ -513,10 +532,10 @@ def test_help_names_n_head_and_the_ramps_status(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         main(["plan", "--help"])
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.strip().startswith("--n-head N_HEAD") and "attention heads" in line for line in lines)
+    assert any(line.strip().startswith("--n-head N_HEAD") and "注意力头数" in line for line in lines)
     ramp = lines[next(i for i, line in enumerate(lines) if line.strip().startswith("--rampup-batch-size")) + 1]
-    assert "as it ran before PR #4411" in ramp  # not a working Megatron-LM flag: ignored there since #4411
-    assert "today's Megatron-LM ignores this flag and uses --step-batch-size-schedule" in ramp
+    assert "在 PR #4411 之前的算法" in ramp  # not a working Megatron-LM flag: ignored there since #4411
+    assert "如今的 Megatron-LM 忽略这个参数，改用 --step-batch-size-schedule" in ramp
 
 
 def test_the_readmes_n_head_example_plans_t_2(capsys):

@@ -184,10 +184,12 @@ def test_cli_tune_case_study(capsys):
 def test_cli_tune_text_is_a_table(capsys):
     assert main(TUNE) == 0
     text = capsys.readouterr().out
-    assert "tokens/s" in text and "← recommended" in text and f"{NPU.peak_flops[0] / 1e12:g} TFLOP/s" in text
+    assert "tokens/s" in text and "← 推荐" in text and "Ascend 910B（低端）：295 TFLOP/s，1.64 TB/s" in text
+    header = next(line for line in text.splitlines() if line.startswith("微批次大小"))
+    assert header.split() == ["微批次大小", "m", "气泡", "显存", "放得下", "矩阵乘法效率", "tokens/s"]
     with pytest.raises(SystemExit) as exit_:
         main(["tune", "--help"])
-    assert exit_.value.code == 0 and "LOW end" in capsys.readouterr().out
+    assert exit_.value.code == 0 and "默认取 Ascend 910B 预设的低端" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args, reason", [
@@ -218,7 +220,7 @@ def test_plan_reports_mfu(capsys):
     full_flops = 96 * l * h**2 * (1 + s / (6 * h) + v / (16 * l * h))
     assert full["mfu"] == pytest.approx(3200 * full_flops / (8 * 376e12))
     assert main(PLAN[:-1] + ["--tokens-per-second", "3200"]) == 0
-    assert "mfu " in capsys.readouterr().out
+    assert "MFU           1.4% = 3,200 tokens/s × 每 token 的 FLOPs /（8 × 295 TFLOP/s）" in capsys.readouterr().out
     assert main(PLAN + ["--tokens-per-second", "-1"]) == 2
     assert "tokens_per_second = -1.0" in capsys.readouterr().err
 
@@ -360,8 +362,9 @@ def test_cli_tune_prints_the_schedule_search(capsys):
     assert out["schedule_reason"] and out["virtual_stages"] == 1 and out["tensor_parallel"] == 1
     assert main(TUNE) == 0
     text = capsys.readouterr().out
-    assert "schedules        the same job under each schedule" in text and "← fastest" in text
-    assert f"best schedule    {out['best_schedule']['schedule']} (v = {out['best_schedule']['virtual_stages']})" in text
+    assert "调度搜索  同一个作业换成每种调度" in text and "← 最佳" in text
+    assert "最佳调度  零气泡（ZB-V），微批次大小 1：" in text
+    assert (out["best_schedule"]["schedule"], out["best_schedule"]["virtual_stages"]) == ("zero-bubble", 2)
     assert out["schedule_reason"] in text
 
 

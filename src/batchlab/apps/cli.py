@@ -1,20 +1,15 @@
 """``python -m batchlab``: the book's numbers without a notebook::
 
-    python -m batchlab plan --model gpt2-xl --seq-len 1024 --global-batch 64 \\
-        --micro-batch 2 --pipeline-stages 4 --data-parallel 2 [--tokens-per-second 3200] --json
-    python -m batchlab tune --model gpt2-xl --seq-len 1024 --global-batch 64 \\
-        --pipeline-stages 4 --data-parallel 2 [--peak-tflops 256 --bandwidth-tbs 0.4] --json
-    python -m batchlab device
-    python -m batchlab bench-matmul --m 1024 2048 4096 --k 1600 --n 6400
-    python -m batchlab pipeline --global-batch 64 --micro-batch 2 --pipeline-stages 4 --data-parallel 2
-    python -m batchlab pipeline --model tiny --n-layer 4 --d-model 128 --seq-len 64 --global-batch 32 \\
-        --micro-batch 4 --pipeline-stages 4 --run local|distributed
-    python -m batchlab grade submissions/ [--csv grades.csv] [--timeout 600]
+    python -m batchlab plan --global-batch 64 --micro-batch 2 --pipeline-stages 4 --data-parallel 2 [--json]
+    python -m batchlab tune --global-batch 64 --pipeline-stages 4 --data-parallel 2 [--peak-tflops 256]
+    python -m batchlab pipeline --global-batch 64 --micro-batch 2 --pipeline-stages 4 [--run local|distributed]
+    python -m batchlab device | bench-matmul --m 1024 2048 --k 1600 --n 6400 | grade submissions/
 
-Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments and a function
-that runs it and returns what to print (``plan`` and ``tune`` live in :mod:`batchlab.apps.job_commands`). Invalid input exits 2 with one line on stderr.
-``plan``, ``tune`` and ``pipeline`` take one job, with the same flags (:func:`~batchlab.apps.job_commands.job_arguments`),
-built once (:func:`~batchlab.apps.job_commands.job_from_args`).
+Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments, one that runs it and
+returns the report (``--json`` prints it) and one that writes it for a reader, in Chinese (``plan`` and ``tune``
+live in :mod:`batchlab.apps.job_commands`). Every value is checked before torch loads; invalid input exits 2 with
+one Chinese line on stderr. ``plan``, ``tune`` and ``pipeline`` take one job, with the same flags
+(:func:`~batchlab.apps.job_commands.job_arguments`), built once (:func:`~batchlab.apps.job_commands.job_from_args`).
 """
 from __future__ import annotations
 
@@ -37,13 +32,16 @@ from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, pipeline_timeline, simulable
 from batchlab.formulas.precision import element_bytes
 from batchlab.formulas.roofline import matmul_flops
+from batchlab.page.numbers import count, estimate, percent, ratio, seconds, series, size
+from batchlab.ui.tables import text_table
 
 __all__ = ["main", "build_parser", "COMMANDS", "CLI_BENCH_SECONDS", "LOCAL_SCHEDULES", "MODELLED", "run_refusal"]
 
 
 # argparse's own usage errors, in the book's language (the patterns are argparse's messages).
 _ARGPARSE_ZH: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"argument (?P<a>\S+): invalid (?P<t>int|float) value: (?P<v>.+)"), "{a} 的值 {v} 不是{t}"),
+    (re.compile(r"argument (?P<a>\S+): invalid int value: (?P<v>.+)"), "{a} 的值 {v} 不是整数"),
+    (re.compile(r"argument (?P<a>\S+): invalid float value: (?P<v>.+)"), "{a} 的值 {v} 不是数"),
     (re.compile(r"argument (?P<a>\S+): invalid choice: (?P<v>\S+) \(choose from (?P<c>.+)\)"),
      "{a} = {v}：只能取 {c} 之一"),
     (re.compile(r"argument (?P<a>\S+): expected one argument"), "{a} 需要一个值"),
@@ -53,21 +51,30 @@ _ARGPARSE_ZH: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"unrecognized arguments: (?P<a>.+)"), "不认识的参数 {a}"),
     (re.compile(r"argument (?P<a>\S+): (?P<m>.+)"), "{a}：{m}"),
 )
-_TYPE_ZH = {"int": "整数", "float": "数"}
 
 
 def _in_chinese(message: str) -> str:
-    for pattern, template in _ARGPARSE_ZH:
-        if match := pattern.fullmatch(message):
-            fields = match.groupdict()
-            if "t" in fields:
-                fields["t"] = _TYPE_ZH[fields["t"]]
-            return template.format(**fields)
-    return message
+    return next((template.format(**match.groupdict()) for pattern, template in _ARGPARSE_ZH
+                 if (match := pattern.fullmatch(message))), message)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, with its own words in Chinese: 用法 for usage."""
+
+    def add_usage(self, usage, actions, groups, prefix=None):  # type: ignore[no-untyped-def]
+        super().add_usage(usage, actions, groups, "用法：" if prefix is None else prefix)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr, in Chinese, with exit status 2."""
+    """argparse in the book's language: a usage error is one line on stderr, in Chinese, with exit status 2;
+    the help says 用法, 选项 and 位置参数, and -h says what it does in Chinese."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        kwargs["add_help"] = False
+        super().__init__(*args, **kwargs)
+        self._positionals.title, self._optionals.title = "位置参数", "选项"
+        self.add_argument("-h", "--help", action="help", help="显示这段帮助并退出")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {_in_chinese(message)}\n")
@@ -76,7 +83,7 @@ class _Parser(argparse.ArgumentParser):
 # ── device ───────────────────────────────────────────────────────────────────────────────────────
 
 def _device_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, npu, npu:1, …")
+    parser.add_argument("--device", default=None, help="计算设备：auto（默认）、cpu、cuda、npu、npu:1 ……")
 
 
 def _device(args: argparse.Namespace) -> dict:
@@ -86,16 +93,20 @@ def _device(args: argparse.Namespace) -> dict:
     return describe(select_device(args.device)).as_record()
 
 
+_DEVICE_LABELS = {"device": "设备", "kind": "类型", "name": "名称", "torch": "torch 版本", "torch_npu": "torch_npu 版本",
+                  "memory": "显存（内存）", "process_rss": "整个进程的常驻内存", "allocator": "分配器占用"}
+
+
 def _format_memory(memory: dict) -> str:
-    gib = {k: memory[k] / 2**30 for k in ("allocated", "peak", "free", "total")}
-    # On the CPU "allocated" is the whole process's RSS, not allocator bytes: say which.
-    return (f"allocated ({memory['measures']}) {gib['allocated']:.2f} GiB, peak {gib['peak']:.2f} GiB, "
-            f"free {gib['free']:.1f} of {gib['total']:.1f} GiB  [{memory['source']}]")
+    """The memory line of ``device``: what ``allocated`` counts (on the CPU the whole process's RSS, not allocator
+    bytes), its peak and what is free (where the figures come from, a tool's own words, is the JSON's ``source``)."""
+    return (f"已占用 {size(memory['allocated'], 2)}（{_DEVICE_LABELS.get(memory['measures'], '')}，measures = "
+            f"{memory['measures']}），峰值 {size(memory['peak'], 2)}，可用 {size(memory['free'])} / 共 {size(memory['total'])}")
 
 
 def _device_text(info: dict) -> str:
-    return "\n".join(f"{key:<10} {_format_memory(value) if key == 'memory' else value}"
-                     for key, value in info.items())
+    shown = {key: _format_memory(value) if key == "memory" else "无" if value is None else str(value) for key, value in info.items()}
+    return "\n".join(job_commands.report_lines([(_DEVICE_LABELS.get(key, key), value) for key, value in shown.items()]))
 
 
 # ── bench-matmul ─────────────────────────────────────────────────────────────────────────────────
@@ -113,16 +124,15 @@ _BENCH_FLAGS = {"ms": "--m 的个数", "m": "--m", "k": "--k", "n": "--n"}
 
 def _bench_matmul_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--m", type=int, nargs="+", default=list(_BENCH_MS),
-                        help="rows M of [M, K] × [K, N] (default: 1 2 4 … 128)")
-    parser.add_argument("--k", type=int, default=4096, help="inner dimension K (default 4096)")
-    parser.add_argument("--n", type=int, default=8192, help="columns N (default 8192)")
+                        help="[M, K] × [K, N] 的行数 M，可给多个（默认 1 2 4 … 128）")
+    parser.add_argument("--k", type=int, default=4096, help="内维 K（默认 4096）")
+    parser.add_argument("--n", type=int, default=8192, help="列数 N（默认 8192）")
     # No argparse choices: the package's one_of check answers in the book's wording.
     parser.add_argument("--dtype", default="auto",
-                        help="auto (default: bfloat16 on an NPU/GPU, float32 on a CPU), float32, bfloat16 or float16")
-    parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, npu, npu:1, …")
-    parser.add_argument("--repeats", type=int, default=5, help="samples per M; the best counts (default 5)")
-    parser.add_argument("--min-seconds", type=float, default=0.01,
-                        help="each sample repeats the matmul until it lasts this long (default 0.01)")
+                        help="数据类型：auto（默认：NPU/GPU 上 bfloat16，CPU 上 float32）、float32、bfloat16 或 float16")
+    parser.add_argument("--device", default=None, help="计算设备：auto（默认）、cpu、cuda、npu、npu:1 ……")
+    parser.add_argument("--repeats", type=int, default=5, help="每个 M 的采样次数，取最快的一次（默认 5）")
+    parser.add_argument("--min-seconds", type=float, default=0.01, help="每次采样重复矩阵乘法，直到至少持续这么多秒（默认 0.01）")
 
 
 def _check_bench_flags(args: argparse.Namespace) -> None:
@@ -153,13 +163,14 @@ def _bench_matmul(args: argparse.Namespace) -> dict:
 
 
 def _bench_matmul_text(report: dict) -> str:
-    lines = [f"device  {report['device']} ({report['device_name']}), {report['dtype']}, "
-             f"best of {report['repeats']} samples ≥ {report['min_seconds']:g} s",
-             f"{'m':>6} {'k':>6} {'n':>6} {'seconds':>11} {'TFLOP/s':>9} {'of best':>8}"]
-    for row, fraction in zip(report["results"], report["fraction_of_best"]):
-        lines.append(f"{row['m']:>6} {row['k']:>6} {row['n']:>6} {row['seconds']:>11.4e} "
-                     f"{row['tflops']:>9.4f} {fraction:>8.1%}")
-    return "\n".join(lines)
+    # The first line's "device" and the header's "of best" are what tests/test_matmul_bench.py reads.
+    table = text_table(["m", "k", "n", "每次耗时", "TFLOP/s", "波动（最慢/最快）", "of best（占最快）"],
+                       [[count(row["m"]), count(row["k"]), count(row["n"]), seconds(row["seconds"]),
+                         estimate(row["tflops"]), ratio(spread), percent(fraction)]
+                        for row, spread, fraction in zip(report["results"], report["spread"], report["fraction_of_best"])])
+    return "\n".join([f"device  {report['device']}（{report['device_name']}），{report['dtype']}，每个 m 采样 "
+                      f"{count(report['repeats'])} 次、取最快的一次，每次采样至少 {seconds(report['min_seconds'])}",
+                      table.text])
 
 
 # ── pipeline ─────────────────────────────────────────────────────────────────────────────────────
@@ -167,23 +178,20 @@ def _bench_matmul_text(report: dict) -> str:
 def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     job_commands.job_arguments(parser, micro_batch_required=True)  # the job: plan's flags
     parser.add_argument("--run", choices=["local", "distributed"], default=None,
-                        help="measure instead of simulate: one process (local) or one process per stage "
-                             "(distributed, torch.distributed.pipelining) running the job's GPT in fp32 without "
-                             "dropout (e.g. --model tiny --n-layer 4 --d-model 128 --seq-len 64)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds a distributed run may take, start-up included (default 120)")
+                        help="实测而不是模拟：单进程（local）或每个阶段一个进程（distributed，"
+                             "torch.distributed.pipelining），以 fp32、不带 dropout 运行作业的 GPT"
+                             "（例如 --model tiny --n-layer 4 --d-model 128 --seq-len 64）")
+    parser.add_argument("--timeout", type=float, default=120.0, help="多进程实测最多可用的秒数，含启动（默认 120）")
 
 
 MAX_RUN_STAGES = 16
-LOCAL_WARMUP, LOCAL_TIMED = 1, 2
-DISTRIBUTED_TIMED = 2
+LOCAL_WARMUP, LOCAL_TIMED, DISTRIBUTED_TIMED = 1, 2, 2
 RUN_STEPS = {"local": LOCAL_WARMUP + LOCAL_TIMED, "distributed": 1 + DISTRIBUTED_TIMED}
 """Steps a measured run takes, each kind one discarded warm-up (a cold first backward must not set the bubble)
 and two timed, within :data:`~batchlab.formulas.budget.RUN_BUDGET` for the README's example."""
 _RUN_FLAGS = {"num_microbatches": "--global-batch", "pipeline_stages": "--pipeline-stages",
               "micro_batch_size": "--micro-batch", "seq_len": "--seq-len", "d_model": "--d-model"}
 """The flags that set each input of :func:`~batchlab.formulas.budget.run_cost`, for its refusal line."""
-
 
 LOCAL_SCHEDULES = ("gpipe", "1f1b")
 """The schedules the one-process run replays (one stage module per stage, the backward whole); the
@@ -227,9 +235,9 @@ def _pipeline(args: argparse.Namespace) -> dict:
     report = {"schedule": job.schedule, "virtual_stages": v, "pipeline_stages": p, "num_microbatches": m,
               "model": job.model.name, "n_layer": job.model.n_layer, "d_model": job.model.d_model,
               "n_head": job.model.n_head, "seq_len": job.seq_len, "global_batch": job.global_batch,
-              "micro_batch_size": job.micro_batch_size,
-              "data_parallel": job.data_parallel, "tensor_parallel": job.tensor_parallel,
-              "sequence_parallel": job.sequence_parallel, "context_parallel": job.context_parallel,
+              "micro_batch_size": job.micro_batch_size, "data_parallel": job.data_parallel,
+              "tensor_parallel": job.tensor_parallel, "sequence_parallel": job.sequence_parallel,
+              "context_parallel": job.context_parallel,
               "bubble_fraction_formula": job_commands.schedule_bubble(job),
               "peak_in_flight": list(job.in_flight_chunks),
               "peak_in_flight_unit": "micro-batches" if v == 1 else f"chunks of {layers} layer{'s' * (layers > 1)}",
@@ -263,41 +271,45 @@ def _pipeline(args: argparse.Namespace) -> dict:
             "estimated_cost": asdict(cost), "warning": shared}
 
 
+_RUN_NAMES = {"simulated": "模拟器", "formula": "闭式解", "local": "单进程实测", "distributed": "多进程实测"}  # each "run"
+_PARALLEL = {"tensor_parallel": "张量并行", "context_parallel": "上下文并行"}
+
+
 def _pipeline_text(report: dict) -> str:
-    unit = "s" if report["step_time_unit"] == "seconds" else "× a stage's forward"
-    run = report["run"] if report["modelled"] is None else f"{report['run']}, {MODELLED}"
-    closed = ("formula (p-1)/(m+p-1)" if report["schedule"] in ("gpipe", "1f1b") else
-              f"closed form of {SCHEDULES[report['schedule']]}")
-    parallel = [f"{report[k]} {name}" for k, name in (("tensor_parallel", "tensor parallel"),
-                                                      ("context_parallel", "context parallel")) if report[k] > 1]
-    return "\n".join([
-        *([f"note             {report['modelled']}"] if report["modelled"] else []),
-        f"schedule         {job_commands.schedule_name(report['schedule'], report['virtual_stages'])} ({run}), "
-        f"{report['pipeline_stages']} stages, {report['num_microbatches']} micro-batches",
-        f"job              {report['model']} ({job_commands.model_shape(report)}), seq_len "
-        f"{report['seq_len']}, global batch {report['global_batch']} = {report['data_parallel']} × "
-        f"{report['num_microbatches']} micro-batches of {report['micro_batch_size']}"
-        + "".join(f", {text}" for text in parallel) + (", sequence parallel" if report["sequence_parallel"] else ""),
-        f"bubble_fraction  {report['bubble_fraction']:.3f}  ({closed} = {report['bubble_fraction_formula']:.3f})",
-        f"step time        {report['step_time']:.4g} {unit}",
-        f"peak in flight   {report['peak_in_flight']} {report['peak_in_flight_unit']} per stage",
-        *([f"warning          {report['warning']}"] if report.get("warning") else []),
-    ])
+    measured = report["step_time_unit"] == "seconds"
+    run = _RUN_NAMES[report["run"]] + ("" if report["modelled"] is None else f"，{MODELLED}")
+    closed = ("公式 (p-1)/(m+p-1)" if report["schedule"] in ("gpipe", "1f1b") else
+              f"闭式解（{SCHEDULES[report['schedule']]}）")
+    parallel = [f"{count(report[k])} 路{name}" for k, name in _PARALLEL.items() if report[k] > 1]
+    v, p = report["virtual_stages"], report["pipeline_stages"]
+    unit = ("个微批次" if v == 1 else f"个模型块（每块 {count(report['n_layer'] // (p * v))} 层）")
+    rows = [
+        *([("说明", report["modelled"])] if report["modelled"] else []),
+        ("调度", f"{job_commands.schedule_name(report['schedule'], v)}（{run}），{count(p)} 个流水线阶段，"
+               f"{count(report['num_microbatches'])} 个微批次"),
+        ("作业", f"{report['model']}（{job_commands.model_shape(report)}），序列长度 {count(report['seq_len'])}，"
+               f"全局批大小 {count(report['global_batch'])} = {count(report['data_parallel'])} 路数据并行 × "
+               f"{count(report['num_microbatches'])} 个微批次 × 每个 {count(report['micro_batch_size'])} 个序列"
+               + "".join(f"，{text}" for text in parallel) + ("，序列并行" if report["sequence_parallel"] else "")),
+        ("气泡占比", f"{report['bubble_fraction']:.3f}（{closed} = {report['bubble_fraction_formula']:.3f}）"),
+        ("一步时间", seconds(report["step_time"]) if measured else
+         f"{estimate(report['step_time'])} 个“一个阶段的前向”（反向 = {BACKWARD_PER_FORWARD} 个前向）"),
+        ("同时在途峰值", f"每个阶段 {series(map(count, report['peak_in_flight']))} {unit}"),
+        *([("警告", report["warning"])] if report.get("warning") else []),
+    ]
+    return "\n".join(job_commands.report_lines(rows))
 
 
 # ── grade ────────────────────────────────────────────────────────────────────────────────────────
 
 def _grade_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", metavar="DIR", help="folder of submitted notebooks, one file per student")
-    parser.add_argument("--csv", default=None, metavar="FILE",
-                        help="also write the table to FILE (UTF-8 CSV; never inside DIR)")
+    parser.add_argument("directory", metavar="DIR", help="学生提交的笔记本所在的文件夹，每个学生一个文件")
+    parser.add_argument("--csv", default=None, metavar="FILE", help="同时把成绩表写入 FILE（UTF-8 CSV；不能在 DIR 里面）")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S,
-                        help=f"seconds a cell may run before it is interrupted (default {DEFAULT_TIMEOUT_S})")
+                        help=f"一个单元格最多运行的秒数，超时即中断（默认 {DEFAULT_TIMEOUT_S}）")
     parser.add_argument("--notebook-timeout", type=int, default=DEFAULT_NOTEBOOK_S,
-                        help=f"seconds one notebook may run in all, kernel start included (default {DEFAULT_NOTEBOOK_S})")
-    parser.add_argument("--chapter", nargs="+", default=None, metavar="N",
-                        help="the assignment's chapters, e.g. 4.1 (default: every chapter that at least half "
-                             "the notebooks ask)")
+                        help=f"一份笔记本总共最多运行的秒数，含内核启动（默认 {DEFAULT_NOTEBOOK_S}）")
+    parser.add_argument("--chapter", nargs="+", default=None, metavar="N", help="作业包含的章节，例如 4.1（默认：至少一半笔记本作答了的每一章）")
 
 
 def _grade(args: argparse.Namespace) -> dict:
@@ -318,8 +330,7 @@ def _grade(args: argparse.Namespace) -> dict:
     headers, rows = grade_table(grades, args.chapter)
     if csv_path is not None:
         write_csv(csv_path, headers, rows)
-    return {"directory": str(directory), "timeout": timeout, "csv": args.csv,
-            "headers": headers, "rows": rows}
+    return {"directory": str(directory), "timeout": timeout, "csv": args.csv, "headers": headers, "rows": rows}
 
 
 def _grade_text(report: dict) -> str:
@@ -340,29 +351,27 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "plan": Command("validate a batch configuration and derive micro-batches and bubble",
+    "plan": Command("核对一个批次配置，推出微批次数、气泡和每阶段显存",
                     job_commands.plan_arguments, job_commands.plan, job_commands.plan_text),
-    "device": Command("report the compute path (NPU, CUDA or CPU) and its memory",
-                      _device_arguments, _device, _device_text),
-    "pipeline": Command("simulate (or run) one pipeline step: bubble, step time, in-flight micro-batches per stage",
-                        _pipeline_arguments, _pipeline, _pipeline_text),
-    "tune": Command("list every micro-batch size: bubble, memory per stage, modelled tokens/s; recommend one",
+    "device": Command("报告计算设备（NPU、CUDA 或 CPU）及其显存（内存）", _device_arguments, _device, _device_text),
+    "pipeline": Command("模拟（或实测）一步流水线：气泡、一步时间、每阶段同时在途的微批次", _pipeline_arguments, _pipeline,
+                        _pipeline_text),
+    "tune": Command("列出每种微批次大小的气泡、每阶段显存和模型推算的吞吐，并推荐一个",
                     job_commands.tune_arguments, job_commands.tune_command, job_commands.tune_text),
-    "bench-matmul": Command("time [M, K] × [K, N] matmuls per M: seconds, TFLOP/s, fraction of the best",
+    "bench-matmul": Command("逐个 M 计时 [M, K] × [K, N] 矩阵乘法：耗时、TFLOP/s、占最快的比例",
                             _bench_matmul_arguments, _bench_matmul, _bench_matmul_text),
-    "grade": Command("run each submitted notebook in a fresh kernel and score its exercises, one row per student",
-                     _grade_arguments, _grade, _grade_text),
+    "grade": Command("在全新的内核里逐份运行学生提交的笔记本，给练习打分，每个学生一行", _grade_arguments, _grade, _grade_text),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The calculator's parser: one subcommand per entry of :data:`COMMANDS`, each with ``--json``."""
-    parser = _Parser(prog="python -m batchlab", description="Batch-size calculator of 《Batch Size 核心概念》.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = _Parser(prog="python -m batchlab", description="《Batch Size 核心概念》的批大小计算器。")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, title="命令", metavar="命令")
     for name, command in COMMANDS.items():
-        command_parser = sub.add_parser(name, help=command.help)
+        command_parser = sub.add_parser(name, help=command.help, description=command.help)
         command.add_arguments(command_parser)
-        command_parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+        command_parser.add_argument("--json", action="store_true", help="输出 JSON 而不是文字报告")
     return parser
 
 
@@ -382,6 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # one line: a rank's RuntimeError carries its whole traceback after the first line
         print(f"{parser.prog} {args.command}: error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
         return 2
+    if not args.json and isinstance(report, dict) and report.get("busy"):  # the JSON carries it as "busy"
+        print(f"{parser.prog} {args.command}: 注意：{report['busy']}", file=sys.stderr)
     try:
         print(text, flush=True)
     except BrokenPipeError:  # `| head` closed the pipe: the reader has what it wanted

@@ -9,24 +9,27 @@ show.
 from __future__ import annotations
 
 import argparse
+from typing import Sequence
 
 from batchlab.formulas.checks import at_most, positive
 from batchlab.formulas.job import ATTENTION_KINDS, DEVICE_MEMORY_GIB, GIB, OPTIMIZER_STATES, RECOMPUTE_MODES, Job
 from batchlab.formulas.memory import activation_basis, stage_memory
-from batchlab.formulas.pipeline_schedules import SCHEDULES, bubble_fraction
+from batchlab.formulas.pipeline_schedules import SCHEDULES, bubble_fraction, schedule_label
 from batchlab.formulas.precision import PRECISIONS
 from batchlab.formulas.presets import PRESETS, count_params, get_config
 from batchlab.formulas.rampup import RAMP_STAGES_LIMIT, Rampup, ramp_stages
 from batchlab.formulas.roofline import DEVICE_PRESETS, roofline_curve
 from batchlab.formulas.throughput import mfu, model_flops_per_token
-from batchlab.formulas.tune import tune
+from batchlab.formulas.tune import RESOLUTION, tune
 from batchlab.lecture.case import CASE_STUDY
-from batchlab.page.numbers import throughput
+from batchlab.page.numbers import (Formatted, count, decimal, dropout, estimate, flops_rate, percent, scientific, series,
+                                   size, throughput)
+from batchlab.ui.tables import display_width, text_table
 
-__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "JOB_FLAGS", "MODEL_OVERRIDES", "MODEL_LIMITS", "job_arguments",
-           "job_from_args", "device_figures", "model_shape", "schedule_bubble", "schedule_name", "devices_text",
-           "plan_arguments", "plan", "plan_report", "rampup_report", "plan_text", "tune_arguments", "tune_report", "tune_command",
-           "tune_text"]
+__all__ = ["DEFAULT_PEAK_FLOPS", "DEFAULT_BANDWIDTH", "JOB_FLAGS", "MODEL_OVERRIDES", "MODEL_LIMITS",
+           "job_arguments", "job_from_args", "device_figures", "model_shape", "schedule_bubble", "schedule_name",
+           "devices_text", "plan_arguments", "plan", "plan_report", "rampup_report", "plan_text", "report_lines",
+           "tune_arguments", "tune_report", "tune_command", "tune_text"]
 
 _NPU = DEVICE_PRESETS["ascend-910b"]
 DEFAULT_PEAK_FLOPS = _NPU.peak_flops[0]
@@ -58,52 +61,44 @@ d_model, so it is at most d_model."""
 def job_arguments(parser: argparse.ArgumentParser, *, micro_batch_required: bool) -> None:
     """The flags of a job (:data:`JOB_FLAGS`), shared by plan, tune and pipeline."""
     case = CASE_STUDY.job
-    parser.add_argument("--model", default=case.model.name, choices=list(PRESETS),
-                        help=f"model preset (default {case.model.name})")
-    parser.add_argument("--n-layer", type=int, default=None, help="override the preset's layer count")
-    parser.add_argument("--d-model", type=int, default=None,
-                        help="override the preset's width (a multiple of the heads)")
+    parser.add_argument("--model", default=case.model.name, choices=list(PRESETS), help=f"模型预设（默认 {case.model.name}）")
+    parser.add_argument("--n-layer", type=int, default=None, help="改用这个层数（覆盖预设）")
+    parser.add_argument("--d-model", type=int, default=None, help="改用这个宽度（覆盖预设；须是注意力头数的倍数）")
     parser.add_argument("--n-head", type=int, default=None,
-                        help="override the preset's attention heads, a divisor of the width; --tensor-parallel "
-                             "must divide them (gpt2-xl's 25 refuse t = 2; chapter 4.5 re-plans it with --n-head 32)")
-    parser.add_argument("--seq-len", type=int, default=None,
-                        help="tokens per sequence (default: the model's context, 1024 for GPT-2)")
-    parser.add_argument("--global-batch", type=int, required=True, help="sequences per optimizer step")
+                        help="改用这个注意力头数（覆盖预设；须整除宽度，且能被 --tensor-parallel 整除："
+                             "gpt2-xl 的 25 个头分不成 t = 2，第 4.5 节用 --n-head 32 重新规划）")
+    parser.add_argument("--seq-len", type=int, default=None, help="每个序列的 token 数（默认：模型的上下文长度，GPT-2 为 1024）")
+    parser.add_argument("--global-batch", type=int, required=True, help="每个优化器步的序列数（全局批大小）")
     parser.add_argument("--micro-batch", type=int, required=micro_batch_required, default=1,
-                        help="sequences per micro-batch" + ("" if micro_batch_required else
-                                                            " (default 1; tune lists every size anyway)"))
-    parser.add_argument("--pipeline-stages", type=int, default=1, help="pipeline-parallel degree p (default 1)")
-    parser.add_argument("--data-parallel", type=int, default=1, help="data-parallel degree (default 1)")
+                        help="每个微批次的序列数" + ("" if micro_batch_required else
+                                                     "（默认 1；tune 反正会列出每一种大小）"))
+    parser.add_argument("--pipeline-stages", type=int, default=1, help="流水线并行度 p（默认 1）")
+    parser.add_argument("--data-parallel", type=int, default=1, help="数据并行度（默认 1）")
     parser.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b",
-                        help="pipeline schedule: its bubble, and how many micro-batches a stage holds (default 1f1b)")
+                        help="流水线调度：决定气泡，以及每个阶段同时存着几个微批次（默认 1f1b）")
     parser.add_argument("--virtual-stages", type=int, default=1,
-                        help="model chunks per device v: >= 2 for interleaved-1f1b, 1 (ZB-H1) or 2 (ZB-V) for "
-                             "zero-bubble, 1 otherwise; the layers cut into p x v chunks (default 1)")
-    parser.add_argument("--tensor-parallel", type=int, default=1,
-                        help="tensor-parallel degree t: splits each layer's heads and MLP (default 1)")
-    parser.add_argument("--sequence-parallel", action="store_true",
-                        help="sequence parallelism within the tensor-parallel group (needs --tensor-parallel > 1)")
-    parser.add_argument("--context-parallel", type=int, default=1,
-                        help="context-parallel degree cp: splits the sequence (default 1)")
-    memory = parser.add_argument_group("memory per stage (chapter 4.3)")
-    memory.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none",
-                        help="activation recomputation (default none)")
+                        help="每张卡放的模型块数 v：interleaved-1f1b 要 ≥ 2，zero-bubble 取 1（ZB-H1）或 2（ZB-V），"
+                             "其余调度取 1；各层切成 p × v 块（默认 1）")
+    parser.add_argument("--tensor-parallel", type=int, default=1, help="张量并行度 t：切分每层的注意力头和 MLP（默认 1）")
+    parser.add_argument("--sequence-parallel", action="store_true", help="在张量并行组内做序列并行（需要 --tensor-parallel > 1）")
+    parser.add_argument("--context-parallel", type=int, default=1, help="上下文并行度 cp：切分序列（默认 1）")
+    memory = parser.add_argument_group("每阶段显存（第 4.3 节）")
+    memory.add_argument("--recompute", choices=list(RECOMPUTE_MODES), default="none", help="激活重计算（默认 none）")
     memory.add_argument("--precision", choices=list(PRECISIONS), default=None,
-                        help="default: bf16-mixed for GPT-2 sizes, fp32 for the small models")
-    memory.add_argument("--optimizer", choices=list(OPTIMIZER_STATES), default="adam",
-                        help="decides the optimizer-state bytes (default adam)")
-    memory.add_argument("--zero1", action="store_true", help="shard optimizer states over data parallel (ZeRO-1)")
+                        help="精度（默认：GPT-2 各尺寸用 bf16-mixed，小模型用 fp32）")
+    memory.add_argument("--optimizer", choices=list(OPTIMIZER_STATES), default="adam", help="优化器，决定优化器状态的字节数（默认 adam）")
+    memory.add_argument("--zero1", action="store_true", help="把优化器状态切分到数据并行的各卡上（ZeRO-1）")
     memory.add_argument("--fp32-grads", action="store_true",
-                        help="Megatron-LM's convention under bf16: fp32 main gradients, all-reduced in fp32 "
-                             "(18 B/param with Adam); default ZeRO's 16-bit gradients (16 B/param)")
+                        help="Megatron-LM 在 bf16 下的做法：fp32 主梯度，以 fp32 做 all-reduce（Adam 下每参数 18 B）；"
+                             "默认是 ZeRO 的 16 位梯度（每参数 16 B）")
     memory.add_argument("--dropout", type=float, default=None,
-                        help="dropout probability; > 0 keeps 1-byte masks per dropout (default: the model's, "
-                             "0.1 for GPT-2 sizes as GPT-2 and Megatron-LM train, 0 for the small models)")
+                        help="dropout 概率；> 0 时每个 dropout 存 1 字节的掩码（默认：模型自己的，GPT-2 各尺寸为 0.1，"
+                             "与 GPT-2 和 Megatron-LM 训练时一样，小模型为 0）")
     memory.add_argument("--attention", choices=list(ATTENTION_KINDS), default="materialized",
-                        help="materialized keeps the s×s scores (Korthikanti's 5as²b); fused (FlashAttention/SDPA) "
-                             "does not (default materialized)")
+                        help="materialized 保存 s×s 注意力分数（Korthikanti 的 5as²b）；fused（FlashAttention/SDPA）"
+                             "不保存（默认 materialized）")
     memory.add_argument("--device-memory-gib", type=float, default=DEVICE_MEMORY_GIB,
-                        help=f"device memory in GiB (default {DEVICE_MEMORY_GIB:g}, an Ascend 910B)")
+                        help=f"每张卡的显存，单位 GiB（默认 {DEVICE_MEMORY_GIB:g}，即 Ascend 910B）")
 
 
 def job_from_args(args: argparse.Namespace) -> Job:
@@ -144,9 +139,16 @@ def _job_summary(job: Job) -> dict:
 
 
 def model_shape(report: dict) -> str:
-    """A report's model shape as the text reports write it: ``48 layers, width 1600, 32 heads`` (an override of
+    """A report's model shape as the text reports write it: ``48 层，宽度 1,600，32 个注意力头`` (an override of
     ``--n-layer``, ``--d-model`` or ``--n-head`` keeps the preset's name, so the shape says which variant ran)."""
-    return f"{report['n_layer']} layers, width {report['d_model']}, {report['n_head']} heads"
+    return f"{count(report['n_layer'])} 层，宽度 {count(report['d_model'])}，{count(report['n_head'])} 个注意力头"
+
+
+def report_lines(rows: Sequence[tuple[str, str]]) -> list[str]:
+    """A text report's labelled lines, each label padded to the widest (by display width: a Chinese character
+    takes two columns), so the values start in one column."""
+    width = max(display_width(label) for label, _ in rows) + 2
+    return [label + " " * (width - display_width(label)) + value for label, value in rows]
 
 
 def schedule_bubble(job: Job) -> float:
@@ -156,25 +158,32 @@ def schedule_bubble(job: Job) -> float:
 
 
 def schedule_name(schedule: str, virtual_stages: int) -> str:
-    """A schedule as the text reports write it: ``1f1b``, ``interleaved-1f1b (v = 2)``."""
-    return schedule if virtual_stages == 1 else f"{schedule} (v = {virtual_stages})"
+    """A schedule as the text reports write it, the name every figure and table gives it
+    (:func:`~batchlab.formulas.pipeline_schedules.schedule_label`): ``1F1B``, ``交错式 1F1B（v = 2）``."""
+    return schedule_label(schedule, virtual_stages)
 
 
 def devices_text(report: dict) -> str:
-    """``8 = 4 pipeline stages × 2 data parallel``, with the tensor and context degrees when they are not 1."""
-    parts = [f"{report['tensor_parallel']} tensor parallel"] if report["tensor_parallel"] > 1 else []
-    parts += [f"{report['pipeline_stages']} pipeline stages", f"{report['data_parallel']} data parallel"]
-    parts += [f"{report['context_parallel']} context parallel"] if report["context_parallel"] > 1 else []
-    sp = " (sequence parallel)" if report["sequence_parallel"] else ""
-    return f"{report['devices']} = {' × '.join(parts)}{sp}"
+    """``8 = 4 个流水线阶段 × 2 路数据并行``, with the tensor and context degrees when they are not 1."""
+    parts = [f"{count(report['tensor_parallel'])} 路张量并行"] if report["tensor_parallel"] > 1 else []
+    parts += [f"{count(report['pipeline_stages'])} 个流水线阶段", f"{count(report['data_parallel'])} 路数据并行"]
+    parts += [f"{count(report['context_parallel'])} 路上下文并行"] if report["context_parallel"] > 1 else []
+    sp = "（序列并行）" if report["sequence_parallel"] else ""
+    return f"{count(report['devices'])} = {' × '.join(parts)}{sp}"
 
 
 def _memory_settings(report: dict) -> str:
     """The settings the memory answer rests on, in one line of the text reports (the attention kind in the
     reader's words too: the stored s×s scores are most of a GPT-2 layer's activation bytes)."""
-    return (f"{schedule_name(report['schedule'], report['virtual_stages'])}, recompute {report['recompute']}, {report['precision']}, {report['optimizer']}"
-            f"{' + ZeRO-1' if report['zero1'] else ''}{', fp32 grads' if report['fp32_grads'] else ''}, "
-            f"dropout {report['dropout']:g}, {activation_basis(report['attention'])}")
+    return (f"{schedule_name(report['schedule'], report['virtual_stages'])}，重计算 {report['recompute']}，"
+            f"{report['precision']}，{report['optimizer']}{' + ZeRO-1' if report['zero1'] else ''}"
+            f"{'，fp32 梯度' if report['fp32_grads'] else ''}，dropout {dropout(report['dropout'])}，"
+            f"{activation_basis(report['attention'])}")
+
+
+def _gib(values: Sequence[float]) -> str:
+    """Bytes per stage in GiB to one decimal, as one row (a thousand stages stay one short line)."""
+    return f"{series([decimal(v / GIB, 1) for v in values])} GiB"
 
 
 # ── plan ─────────────────────────────────────────────────────────────────────────────────────────
@@ -205,21 +214,17 @@ def plan_report(job: Job, stated_grad_accum: int | None = None, tokens_per_secon
 def plan_arguments(parser: argparse.ArgumentParser) -> None:
     job_arguments(parser, micro_batch_required=True)
     parser.add_argument("--grad-accum", type=int, default=None,
-                        help="a stated gradient-accumulation count, checked against both readings: "
-                             "pipeline fills m/p (the lecture) or micro-batches m (DeepSpeed)")
-    utilization = parser.add_argument_group("model FLOPs utilization (chapter 4.4)")
-    utilization.add_argument("--tokens-per-second", type=float, default=None,
-                             help="measured throughput of the whole job (all devices); gives the MFU")
+                        help="一个给定的梯度累积步数，按两种读法核对：流水线填充数 m/p（原文）或微批次数 m（DeepSpeed）")
+    utilization = parser.add_argument_group("模型 FLOPs 利用率 MFU（第 4.4 节）")
+    utilization.add_argument("--tokens-per-second", type=float, default=None, help="整个作业（所有卡）实测的吞吐，单位 tokens/s；给出 MFU")
     utilization.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_FLOPS / 1e12,
-                             help=f"per-device peak TFLOPS (default {DEFAULT_PEAK_FLOPS / 1e12:g}, the low end "
-                                  "of the Ascend 910B preset)")
+                             help=f"每张卡的峰值 TFLOP/s（默认 {DEFAULT_PEAK_FLOPS / 1e12:g}，Ascend 910B 预设的低端）")
     parser.add_argument("--rampup-batch-size", type=int, nargs=3, default=None,
                         metavar=("START", "INCREMENT", "SAMPLES"),
-                        help="the arithmetic of Megatron-LM's batch ramp-up calculator as it ran before PR #4411 "
-                             "(today's Megatron-LM ignores this flag and uses --step-batch-size-schedule): grow the "
-                             "global batch from START by INCREMENT over SAMPLES consumed samples up to --global-batch; "
-                             "lists each stage's batch, micro-batches and bubble under this job "
-                             f"(at most {RAMP_STAGES_LIMIT} stages)")
+                        help="Megatron-LM 批大小爬升计算器在 PR #4411 之前的算法（如今的 Megatron-LM 忽略这个参数，"
+                             "改用 --step-batch-size-schedule）：全局批大小从 START 起，每消耗 SAMPLES 个样本中的一段"
+                             "增加 INCREMENT，直到 --global-batch；按这个作业列出每个阶段的批大小、微批次数和气泡"
+                             f"（至多 {RAMP_STAGES_LIMIT} 个阶段）")
 
 
 def rampup_report(job: Job, start: int, increment: int, ramp_samples: int) -> dict:
@@ -242,58 +247,60 @@ def plan(args: argparse.Namespace) -> dict:
 def _rampup_text(ramp: dict) -> list[str]:
     """The ramp's stages as a table: batch, the consumed samples it covers, the steps run at it, m and the
     bubble, or the job's line refusing that batch."""
-    last = ramp["stages"][-1]
-    lines = ["", f"ramp-up          --rampup-batch-size {ramp['start']} {ramp['increment']} {ramp['ramp_samples']}: "
-             f"{len(ramp['stages'])} stages, {ramp['samples_per_increment']:,.6g} samples per increment, "
-             f"global batch {last['global_batch']} from sample {last['first_sample']:,} (Megatron-LM's reading)",
-             f"{'batch':>7} {'from sample':>13} {'samples':>13} {'steps':>10} {'m':>7} {'bubble':>7}"]
-    for stage in ramp["stages"]:
-        m = "-" if stage["num_microbatches"] is None else f"{stage['num_microbatches']:,}"
-        row = (f"{stage['global_batch']:>7,} {stage['first_sample']:>13,} "
-               + (f"{'(the rest)':>13} {'':>10}" if stage["samples"] is None else
-                  f"{stage['samples']:>13,} {stage['steps']:>10,}") + f" {m:>7}")
-        lines.append(row + (f" {stage['bubble_fraction']:>7.1%}" if stage["refusal"] is None else
-                            f"  refused: {stage['refusal']}"))
-    return lines
+    last, each = ramp["stages"][-1], ramp["samples_per_increment"]  # Megatron-LM divides evenly: may be fractional
+    rows = [[count(stage["global_batch"]), count(stage["first_sample"]),
+             *([Formatted("（其余）"), Formatted("")] if stage["samples"] is None else
+               [count(stage["samples"]), count(stage["steps"])]),
+             "-" if stage["num_microbatches"] is None else count(stage["num_microbatches"]),
+             percent(stage["bubble_fraction"]) if stage["refusal"] is None else f"不能运行：{stage['refusal']}"]
+            for stage in ramp["stages"]]
+    return ["", *report_lines([("批大小爬升", f"--rampup-batch-size {ramp['start']} {ramp['increment']} "
+                                             f"{ramp['ramp_samples']}：{count(len(ramp['stages']))} 个阶段，每次增加间隔 "
+                                             f"{count(each) if float(each).is_integer() else decimal(each, 2)} 个样本，从第 "
+                                             f"{count(last['first_sample'])} 个样本起全局批大小为 {count(last['global_batch'])}"
+                                             "（Megatron-LM 的读法）")]),
+            text_table(["批大小", "起始样本", "样本数", "步数", "m", "气泡"], rows).text]
 
 
 def plan_text(report: dict) -> str:
     fills = report["pipeline_fills"]
-    lines = [
-        f"model            {report['model']}  ({model_shape(report)}; {report['params']:,} parameters)",
-        f"global batch     {report['global_batch']} sequences = {report['tokens_per_step']:,} tokens per step",
-        f"devices          {devices_text(report)}",
-        f"layers/stage     {report['layers_per_stage']}",
-        f"num_microbatches {report['num_microbatches']} per replica per step "
-        f"(micro-batch {report['micro_batch_size']}; DeepSpeed's gradient_accumulation_steps)",
-        f"pipeline_fills   {fills if fills is not None else 'n/a'} "
-        "(= num_microbatches / pipeline_stages, the lecture's gradient-accumulation count)",
-        f"bubble_fraction  {report['bubble_fraction']:.3f}  "
-        + ("= (p-1)/(m+p-1)" if report["schedule"] in ("gpipe", "1f1b") else
-           f"({SCHEDULES[report['schedule']]}, v = {report['virtual_stages']}: the closed form the simulator agrees with)"),
-    ]
-    gib = lambda values: "[" + ", ".join(f"{v / GIB:.1f}" for v in values) + "] GiB"  # noqa: E731
-    lines += [
-        f"memory           {_memory_settings(report)}; in flight {report['in_flight_microbatches']}"
-        + ("" if report["virtual_stages"] == 1 else
-           f" chunks of {report['n_layer'] // (report['pipeline_stages'] * report['virtual_stages'])} layers"),
-        f"  model states   {gib(report['model_state_bytes_per_stage'])}",
-        f"  activations    {gib(report['activation_bytes_per_stage'])}",
-        f"  peak           {gib(report['peak_bytes_per_stage'])}  = {report['peak_memory_fraction']:.1%} of "
-        f"{report['device_memory_bytes'] / GIB:g} GiB (worst stage)",
+    v = report["virtual_stages"]
+    closed = (" = (p-1)/(m+p-1)" if report["schedule"] in ("gpipe", "1f1b") else
+              f"（{schedule_name(report['schedule'], v)}：模拟器验证过的闭式解）")
+    if v == 1:
+        in_flight = f"{series(map(count, report['in_flight_microbatches']))} 个微批次"
+    else:  # chunks of n_layer / (p · v) layers each, as the pipeline command and the JSON count them
+        layers = report["n_layer"] // (report["pipeline_stages"] * v)
+        in_flight = f"{series(map(count, report['in_flight_chunks']))} 个模型块（每块 {count(layers)} 层）"
+    rows = [
+        ("模型", f"{report['model']}（{model_shape(report)}；{count(report['params'])} 个参数）"),
+        ("全局批大小", f"{count(report['global_batch'])} 个序列 = 每步 {count(report['tokens_per_step'])} 个 token"),
+        ("设备数", devices_text(report)),
+        ("每阶段层数", series(map(count, report["layers_per_stage"]))),
+        ("微批次数", f"{count(report['num_microbatches'])}，每个副本每步（微批次大小 {count(report['micro_batch_size'])}；"
+                  "即 DeepSpeed 的 gradient_accumulation_steps）"),
+        ("流水线填充数", ("不适用" if fills is None else count(fills))
+         + "（= 微批次数 / 流水线阶段数，原文所说的梯度累积步数）"),
+        ("气泡占比", f"{report['bubble_fraction']:.3f}{closed}"),
+        ("显存", f"{_memory_settings(report)}；同时在途 {in_flight}"),
+        ("  模型状态", _gib(report["model_state_bytes_per_stage"])),
+        ("  激活值", _gib(report["activation_bytes_per_stage"])),
+        ("  峰值", f"{_gib(report['peak_bytes_per_stage'])} = 每张卡 {size(report['device_memory_bytes'])} 的 "
+                 f"{percent(report['peak_memory_fraction'])}（最满的阶段）"),
     ]
     if report["peak_memory_fraction"] > 1:
-        lines.append("warning          the worst stage does not fit: try --recompute, more stages or a smaller micro-batch")
+        rows.append(("警告", "最满的阶段放不下：试试 --recompute、更多流水线阶段或更小的微批次"))
     if report["grad_accum_reading"] is not None:
-        lines.append(f"--grad-accum     matches the reading '{report['grad_accum_reading']}'")
+        rows.append(("--grad-accum", f"与读法 '{report['grad_accum_reading']}' 相符"))
     if not report["enough_microbatches"]:
-        lines.append("warning          fewer micro-batches than stages: 1F1B cannot run, the pipeline never fills")
-    lines.append(f"model FLOPs      {report['model_flops_per_token']:.4g} per token ("
-                 + ("Narayanan et al. 2021, Eq. 3: full recompute" if report["recompute"] == "full" else
-                    "from Narayanan et al. 2021's counts without recomputation: 3 passes, not Eq. 3's 4") + ")")
+        rows.append(("警告", "微批次数少于流水线阶段数：1F1B 跑不起来，流水线始终填不满"))
+    rows.append(("模型 FLOPs", f"每个 token {scientific(report['model_flops_per_token'], 3)}（"
+                 + ("Narayanan 等 2021 的式 3：完全重计算" if report["recompute"] == "full" else
+                    "由 Narayanan 等 2021 的计数推得，不重计算：前向反向共 3 遍，不是式 3 的 4 遍") + "）"))
     if report["mfu"] is not None:
-        lines.append(f"mfu              {report['mfu']:.1%}  = {throughput(report['tokens_per_second'])} × FLOPs/token "
-                     f"/ ({report['devices']} × {report['peak_flops'] / 1e12:g} TFLOPS)")
+        rows.append(("MFU", f"{percent(report['mfu'])} = {throughput(report['tokens_per_second'])} × 每 token 的 FLOPs "
+                            f"/（{count(report['devices'])} × {flops_rate(report['peak_flops'])}）"))
+    lines = report_lines(rows)
     if "rampup" in report:
         lines += _rampup_text(report["rampup"])
     return "\n".join(lines)
@@ -327,15 +334,15 @@ def tune_report(job: Job, peak_flops: float = DEFAULT_PEAK_FLOPS, bandwidth: flo
 def tune_arguments(parser: argparse.ArgumentParser) -> None:
     job_arguments(parser, micro_batch_required=False)
     curve = parser.add_argument_group(
-        "rate curve: the roofline of the MLP matmul [M, h] × [h, 4h] in bf16 (default: the LOW end of the "
-        f"Ascend 910B preset, {DEFAULT_PEAK_FLOPS / 1e12:g} TFLOPS and {DEFAULT_BANDWIDTH / 1e12:g} TB/s)")
+        "速率曲线：bf16 下 MLP 矩阵乘法 [M, h] × [h, 4h] 的屋顶线（默认取 Ascend 910B 预设的低端："
+        f"{DEFAULT_PEAK_FLOPS / 1e12:g} TFLOP/s 和 {DEFAULT_BANDWIDTH / 1e12:g} TB/s）")
     curve.add_argument("--peak-tflops", type=float, default=DEFAULT_PEAK_FLOPS / 1e12,
-                       help=f"per-device peak TFLOPS (default {DEFAULT_PEAK_FLOPS / 1e12:g})")
+                       help=f"每张卡的峰值 TFLOP/s（默认 {DEFAULT_PEAK_FLOPS / 1e12:g}）")
     curve.add_argument("--bandwidth-tbs", type=float, default=DEFAULT_BANDWIDTH / 1e12,
-                       help=f"per-device memory bandwidth in TB/s (default {DEFAULT_BANDWIDTH / 1e12:g})")
+                       help=f"每张卡的显存带宽，单位 TB/s（默认 {DEFAULT_BANDWIDTH / 1e12:g}）")
     curve.add_argument("--link-gbs", type=float, default=None,
-                       help="device-to-device bandwidth in GB/s per direction, for the tensor-parallel collectives "
-                            "(needed with --tensor-parallel > 1: the 910B preset has no sourced figure)")
+                       help="卡间单向带宽，单位 GB/s，用于张量并行的集合通信（--tensor-parallel > 1 时必须给："
+                            "910B 预设里没有有出处的数字）")
 
 
 def tune_command(args: argparse.Namespace) -> dict:
@@ -350,49 +357,40 @@ def tune_command(args: argparse.Namespace) -> dict:
         raise
 
 
+_COLUMNS = ["微批次大小", "m", "气泡", "显存", "放得下"]
+
+
+def _cells(row: dict) -> list:
+    """A candidate's first cells in tune's two tables (:data:`_COLUMNS`)."""
+    return [count(row["micro_batch_size"]), count(row["num_microbatches"]), percent(row["bubble_fraction"]),
+            percent(row["peak_memory_fraction"]), row["fits"]]
+
+
 def tune_text(report: dict) -> str:
-    lines = [
-        f"model            {report['model']} ({model_shape(report)}), seq_len {report['seq_len']}, "
-        f"global batch {report['global_batch']}, "
-        f"devices {devices_text(report)}",
-        f"memory           {_memory_settings(report)}, {report['device_memory_bytes'] / GIB:g} GiB per device",
-        f"device           {report['device']['name']}: {report['device']['peak_flops'] / 1e12:g} TFLOP/s, "
-        f"{report['device']['memory_bandwidth'] / 1e12:g} TB/s",
-        f"rate curve       {report['curve']['name']}",
-        "",
-        f"{'micro':>6} {'m':>4} {'bubble':>7} {'memory':>7} {'fits':>5} {'matmul eff':>10} {'tokens/s':>12}",
-    ]
-    best = report["recommended"]
-    for row in report["candidates"]:
-        mark = "  ← recommended" if best is not None and row["micro_batch_size"] == best["micro_batch_size"] else ""
-        lines.append(f"{row['micro_batch_size']:>6} {row['num_microbatches']:>4} {row['bubble_fraction']:>7.1%} "
-                     f"{row['peak_memory_fraction']:>7.1%} {'yes' if row['fits'] else 'no':>5} "
-                     f"{row['matmul_efficiency']:>10.1%} {throughput(row['tokens_per_second'], False):>12}{mark}")
-    lines.append("")
-    if best is not None:
-        lines.append(f"recommended      micro-batch {best['micro_batch_size']} ({best['num_microbatches']} micro-batches): "
-                     "the fitting one with the highest modelled tokens/s (modelled, not measured: the roofline is an upper "
-                     "bound with no per-micro-batch overhead, point-to-point latency or kernel launch, so it never "
-                     "rewards a larger micro-batch once the matmul is compute-bound; measure before choosing)")
-    else:
-        lines.append(f"nothing fits     {report['suggestion']}")
-    lines += ["", "schedules        the same job under each schedule (and v): its fastest micro-batch that fits, "
-              "else its fastest (modelled)",
-              f"{'schedule':<26} {'micro':>5} {'m':>4} {'bubble':>7} {'memory':>7} {'fits':>5} {'tokens/s':>12}"]
-    won = report["best_schedule"]
-    for entry in report["schedules"]:
-        row = entry["recommended"] or entry["fastest"]
-        mark = ("  ← fastest" if won is not None and (entry["schedule"], entry["virtual_stages"]) ==
-                (won["schedule"], won["virtual_stages"]) else "")
-        lines.append(f"{schedule_name(entry['schedule'], entry['virtual_stages']):<26} {row['micro_batch_size']:>5} "
-                     f"{row['num_microbatches']:>4} {row['bubble_fraction']:>7.1%} {row['peak_memory_fraction']:>7.1%} "
-                     f"{'yes' if row['fits'] else 'no':>5} {throughput(row['tokens_per_second'], False):>12}{mark}")
-    if won is not None:
-        lines.append(f"best schedule    {schedule_name(won['schedule'], won['virtual_stages'])}, micro-batch "
-                     f"{won['micro_batch_size']}: {report['schedule_reason']}")
-    else:
-        lines.append("best schedule    none: nothing fits under any schedule searched")
+    device, best, won = report["device"], report["recommended"], report["best_schedule"]
+    candidates = text_table([*_COLUMNS, "矩阵乘法效率", "tokens/s", ""], [
+        [*_cells(row), percent(row["matmul_efficiency"]), throughput(row["tokens_per_second"], False),
+         "← 推荐" if best is not None and row["micro_batch_size"] == best["micro_batch_size"] else ""]
+        for row in report["candidates"]])
+    schedules = text_table(["调度", *_COLUMNS, "tokens/s", ""], [
+        [schedule_name(e["schedule"], e["virtual_stages"]), *_cells(row), throughput(row["tokens_per_second"], False),
+         "← 最佳" if won and (e["schedule"], e["virtual_stages"]) == (won["schedule"], won["virtual_stages"]) else ""]
+        for e in report["schedules"] for row in [e["recommended"] or e["fastest"]]])
+    verdict = (("推荐", f"微批次大小 {count(best['micro_batch_size'])}（{count(best['num_microbatches'])} 个微批次）："
+                      f"放得下的候选里模型吞吐最高的（相差不到 {percent(RESOLUTION)} 算一样快，一样快时取显存少的）。"
+                      "这是模型推算，不是实测：屋顶线是上限，不计每个微批次的开销、点对点延迟和内核启动，"
+                      "矩阵乘法一旦算力受限就不再奖励更大的微批次；选定之前请实测") if best else
+               ("都放不下", report["suggestion"]))
+    tail = [("调度搜索", "同一个作业换成每种调度（及 v）：各取放得下的最快微批次，都放不下时取最快的（模型推算）"),
+            ("最佳调度", f"{schedule_name(won['schedule'], won['virtual_stages'])}，微批次大小 "
+                      f"{count(won['micro_batch_size'])}：{report['schedule_reason']}" if won else "无：搜索过的调度下都放不下")]
     if report["schedules_not_searched"]:
-        lines.append(f"not searched     {', '.join(report['schedules_not_searched'])}: reading their memory off the "
-                     "schedule's order would take too long at this many stages and micro-batch sizes")
-    return "\n".join(lines)
+        tail.append(("未搜索", f"{'、'.join(report['schedules_not_searched'])}：这么多流水线阶段和微批次大小下，"
+                             "从调度顺序读出它们的显存太费时"))
+    return "\n".join([*report_lines([
+        ("模型", f"{report['model']}（{model_shape(report)}），序列长度 {count(report['seq_len'])}，"
+               f"全局批大小 {count(report['global_batch'])}，设备数 {devices_text(report)}"),
+        ("显存", f"{_memory_settings(report)}，每张卡 {size(report['device_memory_bytes'])}"),
+        ("设备", f"{device['name']}：{flops_rate(device['peak_flops'])}，{estimate(device['memory_bandwidth'] / 1e12)} TB/s"),
+        ("速率曲线", report["curve"]["name"])]), "", candidates.text, "", *report_lines([verdict]), "",
+        *report_lines(tail[:1]), schedules.text, *report_lines(tail[1:])])

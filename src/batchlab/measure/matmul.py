@@ -13,6 +13,8 @@ Timing goes through :mod:`batchlab.measure.device` (``timed_region``: device eve
 from __future__ import annotations
 
 import math
+import os
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
@@ -25,7 +27,7 @@ from batchlab.measure.device import as_device, device_name, synchronize, timed_r
 from batchlab.measure.device_memory import memory_info
 
 __all__ = ["DTYPES", "DEFAULT_MS", "training_dtype", "bench_matmul", "MatmulTiming", "MatmulBench", "efficiency",
-           "measure_ceilings", "DeviceCeilings"]
+           "measure_ceilings", "DeviceCeilings", "BUSY_RATIO", "spread", "too_busy"]
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEFAULT_MS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -57,6 +59,35 @@ class MatmulTiming:
     tflops: float
 
 
+BUSY_RATIO = 1.5
+"""When a benchmark's numbers say nothing about the hardware (:func:`too_busy`): on a quiet machine the repeated
+samples of one shape agree within a few per cent, and their median stays within this factor of the best; past
+it, most samples lost the cores to other work, so the best one is no reproducible figure either (on a shared
+2-core VM the same matmul swung 1000× between runs)."""
+
+
+def spread(samples: Sequence[float]) -> float:
+    """How far the repeated samples of one shape spread: the slowest over the fastest (1.0 when they agree)."""
+    return max(samples) / min(samples)
+
+
+def too_busy(samples: Sequence[Sequence[float]], load_average: float | None, cores: int) -> str | None:
+    """Why the machine was too busy to measure, in one Chinese line, or None when it was not.
+
+    ``samples`` holds each shape's per-call seconds, one per repeat; ``load_average`` the system's one-minute load
+    when the benchmark started (None where the system gives none) and ``cores`` its CPU count. Too busy when
+    other work already kept every core busy at the start (load ≥ cores), or when for some shape the median
+    sample is more than :data:`BUSY_RATIO` times the best (the samples disagree: most were interrupted)."""
+    if load_average is not None and load_average >= cores:
+        return (f"机器太忙，测不准：开始时的负载 {load_average:.1f} 已占满 {cores} 个 CPU 核，"
+                "这些数字反映的是别的进程，不是硬件；请在空闲时重测")
+    worst = max((statistics.median(row) / min(row) for row in samples if len(row) > 1), default=1.0)
+    if worst > BUSY_RATIO:
+        return (f"机器太忙，测不准：同一形状各次采样的中位数是最快一次的 {worst:.1f} 倍（超过 {BUSY_RATIO:g} 倍），"
+                "多数采样被别的进程打断；请在空闲时重测")
+    return None
+
+
 @dataclass(frozen=True)
 class MatmulBench:
     """What :func:`bench_matmul` measured: on ``device`` (its ``device_name``) in ``dtype`` with ``threads`` CPU
@@ -70,10 +101,28 @@ class MatmulBench:
     repeats: int
     min_seconds: float
     results: tuple[MatmulTiming, ...]
+    samples: tuple[tuple[float, ...], ...] = ()
+    """Per row, every sample's seconds per call (the row's ``seconds`` is their minimum)."""
+    load_average: float | None = None
+    """The system's one-minute load when a CPU benchmark started (None on an accelerator, or where the system
+    gives none)."""
+    cores: int = 1
+
+    @property
+    def spreads(self) -> list[float]:
+        """Per row, how far its samples spread (:func:`spread`)."""
+        return [spread(row) for row in self.samples]
+
+    @property
+    def busy(self) -> str | None:
+        """Why the machine was too busy to measure (:func:`too_busy`), or None."""
+        return too_busy(self.samples, self.load_average, self.cores)
 
     def as_record(self) -> dict[str, Any]:
-        """JSON-ready: these fields, ``results`` as a list of dicts (``python -m batchlab bench-matmul --json``)."""
-        return {**asdict(self), "results": [asdict(row) for row in self.results]}
+        """JSON-ready: these fields, ``results`` as a list of dicts (``python -m batchlab bench-matmul --json``),
+        ``spread`` per row and the ``busy`` verdict."""
+        return {**asdict(self), "results": [asdict(row) for row in self.results], "samples": [list(r) for r in self.samples],
+                "spread": self.spreads, "busy": self.busy}
 
 
 @dataclass(frozen=True)
@@ -139,6 +188,13 @@ def _seconds_per_call(fn: Callable[[], object], device: torch.device, repeats: i
                       min_seconds: float) -> tuple[float, int]:
     """(seconds per call, calls per sample): the best of ``repeats`` samples, each calling ``fn`` often
     enough to last ≥ ``min_seconds``, so timer resolution and launch jitter stay small against it."""
+    samples, calls = _samples_per_call(fn, device, repeats, min_seconds)
+    return min(samples), calls
+
+
+def _samples_per_call(fn: Callable[[], object], device: torch.device, repeats: int,
+                      min_seconds: float) -> tuple[list[float], int]:
+    """(every sample's seconds per call, calls per sample) of :func:`_seconds_per_call`."""
 
     def run(calls: int) -> float:
         with timed_region(device) as timing:
@@ -166,7 +222,7 @@ def _seconds_per_call(fn: Callable[[], object], device: torch.device, repeats: i
     # Runs at the final count are already samples; time the rest.
     samples = [seconds for c, seconds in runs if c == calls]
     samples += [run(calls) for _ in range(repeats - len(samples))]
-    return min(samples) / calls, calls
+    return [seconds / calls for seconds in samples], calls
 
 
 def training_dtype(device: torch.device | str | None = None) -> str:
@@ -249,19 +305,23 @@ def bench_matmul(ms: Sequence[int] = DEFAULT_MS, k: int = 4096, n: int = 8192, d
     needed = ELEMENT_BYTES[dtype] * (k * n + max(ms) * (k + n))
     at_most("矩阵占用的字节数", needed, memory_info(device).free // 2, "设备可用显存（内存）的一半")
 
+    # other work on the CPU cores, before ours starts (an accelerator's own queue is not the host's load)
+    load = os.getloadavg()[0] if device.type == "cpu" and hasattr(os, "getloadavg") else None
     generator = torch.Generator().manual_seed(SEED)
     weight = _random((k, n), generator, torch_dtype, device)
     _check_duration(weight, ms, generator, torch_dtype, device, repeats, min_seconds, max_seconds)
-    results = []
+    results, samples = [], []
     for m in ms:
         a = _random((m, k), generator, torch_dtype, device)
         out = torch.empty((m, n), dtype=torch_dtype, device=device)
-        seconds, _ = _seconds_per_call(lambda: torch.matmul(a, weight, out=out), device, repeats, min_seconds)
+        row, _ = _samples_per_call(lambda: torch.matmul(a, weight, out=out), device, repeats, min_seconds)
+        seconds = min(row)
         results.append(MatmulTiming(m=m, k=k, n=n, seconds=seconds, tflops=matmul_flops(m, k, n) / seconds / 1e12))
+        samples.append(tuple(row))
         del a, out  # free this shape before the next one is allocated
     return MatmulBench(device=str(device), device_name=device_name(device), dtype=dtype,
                        threads=torch.get_num_threads(), repeats=repeats, min_seconds=min_seconds,
-                       results=tuple(results))
+                       results=tuple(results), samples=tuple(samples), load_average=load, cores=os.cpu_count() or 1)
 
 
 def efficiency(results: Sequence[MatmulTiming]) -> list[float]:

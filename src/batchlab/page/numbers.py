@@ -19,7 +19,8 @@ from typing import Iterable, Mapping, Sequence
 from batchlab.lecture.verdicts import FLOAT32_ROUNDING, FLOAT32_ROUNDING_EXPONENT
 
 __all__ = ["Formatted", "count", "decimal", "percent", "size", "flops_rate", "estimate", "scientific", "float_gap", "ratio",
-           "listed", "labelled", "span", "learning_rate", "throughput", "dropout", "seconds"]
+           "listed", "labelled", "span", "learning_rate", "throughput", "dropout", "seconds", "PLAIN_RANGE", "series",
+           "SERIES_SHOWN"]
 
 _UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -134,9 +135,32 @@ def span(bounds: Sequence[float], digits: int = 0, scale: float = 1.0) -> str:
     return low_text if low_text == high_text else f"{low_text}–{high_text}"
 
 
+SERIES_SHOWN = 8
+"""The most values :func:`series` writes out; a longer row shows its first six and last two around an ellipsis."""
+
+
+def series(values: Iterable[object], shown: int = SERIES_SHOWN) -> str:
+    """A row of values in brackets, each written as given (format numbers first): [12, 12, 12, 12]. Past
+    ``shown`` values, the first ``shown`` − 2 and the last two around an ellipsis, then how many there are —
+    [1,024, 1,023, 1,022, 1,021, 1,020, 1,019, …, 2, 1]（共 1,024 个）— so a row of a thousand stages stays one
+    readable line."""
+    items = [str(v) for v in values]
+    if len(items) <= shown:
+        return "[" + ", ".join(items) + "]"
+    return "[" + ", ".join([*items[:shown - 2], "…", *items[-2:]]) + f"]（共 {count(len(items))} 个）"
+
+
+PLAIN_RANGE = (1e-4, 1e15)
+"""The magnitudes written as plain decimals by the significant-figure formats (:func:`estimate`, :func:`throughput`,
+:func:`flops_rate`, :func:`seconds`); outside them (a value no chapter meets, but a reader may type) they write
+m×10ⁿ (:func:`scientific`), never a row of 300 zeros."""
+
+
 def _significant(x: float, figures: int) -> str:
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
+    if not PLAIN_RANGE[0] <= abs(x) < PLAIN_RANGE[1]:
+        return scientific(x, figures)
     magnitude = math.floor(math.log10(abs(x)))
     decimals = figures - 1 - magnitude
     rounded = round(x, decimals)
