@@ -251,7 +251,7 @@ def _rampup_text(ramp: dict) -> list[str]:
     rows = [[count(stage["global_batch"]), count(stage["first_sample"]),
              *([Formatted("（其余）"), Formatted("")] if stage["samples"] is None else
                [count(stage["samples"]), count(stage["steps"])]),
-             "-" if stage["num_microbatches"] is None else count(stage["num_microbatches"]),
+             Formatted("—") if stage["num_microbatches"] is None else count(stage["num_microbatches"]),
              percent(stage["bubble_fraction"]) if stage["refusal"] is None else f"不能运行：{stage['refusal']}"]
             for stage in ramp["stages"]]
     return ["", *report_lines([("批大小爬升", f"--rampup-batch-size {ramp['start']} {ramp['increment']} "
