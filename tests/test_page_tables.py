@@ -99,3 +99,81 @@ def test_table_check_catches_each_fault(browser, tmp_path, width):
     fine = [c for c in rep.cells if "#fine" in c["element"]]
     assert len(fine) == 4 and not any("#fine" in line for line in rep.problems()), text
     assert any(len(b) > 1 for c in fine for b in c["blocks"]), fine  # the fine cells did wrap
+
+
+# --------------------------------------------------------------------------- issue 42 item 6
+NAMED_HEADERS = {"book/4.7-schedules-parallelism": ["气泡（模拟器）", "每步点对点消息"],
+                 "book/4.5-case-study": ["初始配置（模型）", "调整后（模型）"]}
+SQUEEZE = """names => { for (const th of document.querySelectorAll('article th')) {
+  if (names.includes(th.textContent.trim())) { th.className = 'bl-wrap'; th.style.minWidth = '4em'; } } }"""
+
+
+def _named_header_lines(tab, names: list[str]) -> dict[str, int]:
+    """{header: how many lines it takes} for the named headers of the page loaded in `tab`."""
+    out = {}
+    for cell in tables_check.measure(tab, 1280).cells:
+        text = "".join(line["text"] for line in cell["blocks"][0]).replace(" ", "") if cell["blocks"] else ""
+        if cell["head"] and text in [n.replace(" ", "") for n in names]:
+            out[text] = max(out.get(text, 0), len(cell["blocks"][0]))
+    return out
+
+
+def test_the_headers_the_issue_names_stay_on_one_line_at_1280(built, browser):
+    """The headers issue 42 saw broken into two-character lines at 1280 px are on one line; given the wrap
+    and minimum width they had before (booktools.tables' old header limit), the same measurement finds the
+    break."""
+    from booktools import browser as chromium
+
+    context = chromium.offline_context(browser, viewport=layout.VIEWPORTS["1280"])
+    try:
+        tab = context.new_page()
+        for doc, names in NAMED_HEADERS.items():
+            tab.goto(built.page(doc).as_uri(), wait_until="load")
+            lines = _named_header_lines(tab, names)
+            assert len(lines) >= len(names) and set(lines.values()) == {1}, (doc, lines)
+            tab.evaluate(SQUEEZE, names)
+            squeezed = _named_header_lines(tab, names)
+            assert max(squeezed.values()) > 1, (doc, squeezed)
+    finally:
+        context.close()
+
+
+def test_on_a_phone_comparison_tables_scroll_with_their_first_column_fixed(built, browser):
+    """At 390 px the result tables of numbers (bl-scroll) stay tables: each that is wider than the column
+    scrolls in its own box and its first column does not move; without page.css it moves with the rest."""
+    from booktools import browser as chromium
+
+    for refuse in (False, True):
+        context = chromium.offline_context(browser, viewport=layout.VIEWPORTS["390"])
+        if refuse:
+            context.route("**/_static/page.css*", lambda r: r.abort())
+        try:
+            tab = context.new_page()
+            tab.goto(built.page("book/4.7-schedules-parallelism").as_uri(), wait_until="load")
+            tables = tables_check.fixed_first_columns(tab)
+        finally:
+            context.close()
+        assert tables and all(t["scrolled"] > 0 for t in tables), tables
+        moved = [t for t in tables if t["moved"]]
+        assert (len(moved) == len(tables)) if refuse else not moved, moved
+
+
+def test_cards_only_where_cells_are_prose(built):
+    """A table shown as cards on a phone has a prose cell beyond its first column; a scrolling one has none;
+    most comparison tables stay tables (66 of 71 were cards before)."""
+    from booktools.tables import is_prose
+
+    cards = scrolls = 0
+    for doc in PAGES:
+        soup = built.soup(doc)
+        for table in soup.select("table.bl-cards, table.bl-scroll"):
+            rows = [tr.find_all("td")[1:] for tr in table.select("tbody tr")]
+            texts = [" ".join((td.find("span", class_="bl-label") and td.find_all("span")[-1] or td)
+                              .get_text(" ", strip=True).split()) for row in rows for td in row]
+            prose = any(is_prose(t) for t in texts)
+            if "bl-cards" in table["class"]:
+                cards += 1
+                assert prose, (doc, texts[:6])
+            else:
+                scrolls += 1
+    assert scrolls > 2 * cards, (cards, scrolls)

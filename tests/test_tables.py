@@ -150,3 +150,73 @@ def test_the_table_check_reads_lines_as_rules():
     problems = rep.problems()
     assert len(problems) == 5 and "第 4 列（共 4 列）在屏幕外" in problems[-1], problems
     assert "第 1 个表格第 2 行「结论」列折成每行不超过 2 个字：未⏎复现" in problems[0], problems
+
+
+# the five headers issue 42 saw broken into two-character lines at 1280 px ("气泡⏎（模拟器）")
+NAMED_HEADERS = ["气泡（模拟器）", "每步点对点消息", "初始配置（模型）", "调整后（模型）", "E/Emin 预测"]
+
+
+@pytest.mark.parametrize("header", NAMED_HEADERS)
+def test_a_short_header_stays_on_one_line(header):
+    assert layout_rules.cell_layout(header, header=True)[0], header
+    # a longer header still wraps, in two balanced lines
+    nowrap, em = layout_rules.cell_layout(header + "与它的来源说明", header=True)
+    assert not nowrap and em >= 5
+
+
+def test_on_a_phone_a_comparison_stays_a_table_and_prose_becomes_cards():
+    """phone_layout: a table that fits stays as it is; one too wide with short cells (numbers, terms) scrolls
+    in its own box (bl-scroll); one too wide with a prose cell beyond its first column becomes cards."""
+    headers = ["调度", "气泡（公式）", "气泡（模拟器）", "空闲时间（相对 1F1B）", "每步点对点消息"]
+    numbers = [["1F1B", "GPipe", "交错 1F1B"], ["42.9%", "42.9%", "27.3%"], ["42.9%", "42.9%", "27.3%"],
+               ["1.00", "1.00", "0.64"], ["96", "96", "192"]]
+    assert layout_rules.phone_layout(numbers, layout_rules.PAD_EM["raw"], headers) == "bl-scroll"
+    prose = [c[:] for c in numbers]
+    prose[3][1] = "所有微批次的前向走完才开始反向，激活要一直存到反向用完"
+    assert layout_rules.phone_layout(prose, layout_rules.PAD_EM["raw"], headers) == "bl-cards"
+    # prose in the first column (the rows' names) alone does not make cards; a verdict column is terms
+    named = [c[:] for c in numbers]
+    named[0][0] = "所有微批次的前向走完才开始反向的调度"
+    assert layout_rules.phone_layout(named, layout_rules.PAD_EM["raw"], headers) == "bl-scroll"
+    small = [["8", "16"], ["2.5", "2.4"]]
+    assert layout_rules.phone_layout(small, layout_rules.PAD_EM["raw"], ["B", "损失"]) == ""
+
+
+def test_a_result_table_of_numbers_scrolls_on_a_phone():
+    wide = text_table(["调度", "气泡（公式）", "气泡（模拟器）", "空闲时间（相对 1F1B）", "每步点对点消息", "峰值显存"],
+                      [["1F1B", "42.9%", "42.9%", "1.00", 96, "7.08 GiB"]])
+    out = layout_rules.layout_html_table(wide.html())
+    assert f'class="{HTML_CLASS} bl-scroll"' in out and "bl-cards" not in out
+
+
+def test_the_table_check_lets_a_fixed_first_column_table_scroll():
+    """A column off the screen is a fault, except in a bl-scroll table (its first column stays fixed)."""
+    tables = [{"element": "table.batchlab-table.bl-scroll «调度»", "columns": 5, "offscreen": [3, 4],
+               "visible": [16, 374]},
+              {"element": "table.batchlab-table «调度»", "columns": 5, "offscreen": [3, 4], "visible": [16, 374]}]
+    rep = TablesReport(width=390, cells=[], tables=tables)
+    assert rep.offscreen_columns() == [tables[1]]
+
+
+def test_a_latin_cell_still_wraps_where_a_header_would_not():
+    """The longer header limit is for headers only: a Latin body cell longer than LATIN_NOWRAP wraps at its
+    spaces, as before ("Micro-Batch Size" beside a squeezed meaning column)."""
+    assert layout_rules.cell_layout("Micro-Batch Size", header=True)[0]
+    assert not layout_rules.cell_layout("Micro-Batch Size")[0]
+    assert layout_rules.cell_layout("Batch Size")[0]
+
+
+def test_the_meaning_column_is_marked():
+    """The last column of prose of a table of three or more columns is bl-meaning; a short one is not."""
+    rst = """
+====== ============ ==================================================
+中文   English      含义
+====== ============ ==================================================
+批大小 Batch Size   一次参数更新所用的样本数（单设备、不切分时），本书写作 B
+微批次 Micro-Batch  一个
+====== ============ ==================================================
+"""
+    doc = publish_doctree(rst, settings_overrides={"report_level": 5})
+    layout_rules.TableLayout(doc).apply()
+    body = [e for e in doc.findall(lambda n: n.tagname == "entry") if e.get("bl_label")]
+    assert [("bl-meaning" in e["classes"]) for e in body] == [False, False, True, False, False, False]

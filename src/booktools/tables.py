@@ -4,22 +4,26 @@ pages and the result tables the notebooks print (`batchlab.ui.tables`, raw HTML 
 It changes how a table renders, never its text; book/_static/page.css holds the matching rules.
 
 * **Each cell by its length.** A short cell (a term, a number with its unit: at most NOWRAP_WIDTH display
-  columns; a header, or a cell without Chinese, at most HEADER_NOWRAP) and every verdict (a column headed
+  columns; a header at most HEADER_NOWRAP, a cell without Chinese at most LATIN_NOWRAP) and every verdict (a column headed
   …结论) stay on one line (`bl-nowrap`). A longer cell wraps (`bl-wrap`, balanced lines) and keeps a
   minimum width (`min-width`, at most PROSE_EM em) where it holds Chinese: enough for two lines, so no
   line holds one or two characters ("未⏎复⏎现", "序列长⏎度"); Latin words wrap at spaces only.
+  The last column of a table of three or more columns, where it holds prose (the glossary's 含义), is
+  marked `bl-meaning`: at desk width page.css gives it room for a sentence's worth a line.
 * **Words stay whole.** Inside a wrapping cell a number with its unit or range ("7%–213%", "1.62 倍",
   "3200 tokens/s") and a hyphenated name ("gpt2-xl", "ZeRO-1") sit in a `bl-keep` span (no break
   inside). A command in a code literal ("python -m batchlab plan --model gpt2-xl …") breaks only between
   options: each `--option value` is one `bl-keep` span. A long code name breaks only before a dot (a
   `<wbr>`; before an underscore too inside a segment longer than SEGMENT), never inside a word; a literal
   with Chinese in it (a message the code prints) wraps between its Chinese characters (`bl-cjk`).
-* **A card per row on a phone.** Each data cell carries its column's header (`data-label`; in a result
-  table a `bl-label` span, which keeps the header's <sub>). A table
-  whose columns cannot all fit a phone's column (the estimate: `fits_phone`) is marked `bl-cards`;
-  below 768 px page.css shows each of its rows as a small card, every value beside its label, the verdict
-  (a column headed …结论: `bl-verdict`) right under the row's name, instead of scrolling columns off
-  the screen.
+* **On a phone: a table stays a table unless its cells are prose** (`phone_layout`). Each data cell carries
+  its column's header (`data-label`; in a result table a `bl-label` span, which keeps the header's <sub>).
+  A table whose columns cannot all fit a phone's column (the estimate: `fits_phone`) and whose cells are
+  short (numbers, terms, one-line values: a comparison the reader reads across rows) is marked `bl-scroll`:
+  below 768 px it scrolls sideways inside its own box with its first column fixed (the rows' names stay
+  in view). Only a table with a prose cell beyond its first column (a cell that wraps and holds Chinese)
+  is marked `bl-cards`: page.css shows each of its rows as a small card, every value beside its label, the
+  verdict (a column headed …结论: `bl-verdict`) right under the row's name.
 
 booktools.tables_check measures the result in the built pages (tests/test_page_tables.py).
 """
@@ -37,7 +41,9 @@ from booktools.layout import CJK_CLASS
 
 NOWRAP_WIDTH = 16    # display columns (a CJK character is 2): "每秒浮点运算次数" is 16, "原文的梯度累积步数"
                      # (18) takes two lines; a verdict ("同分布，非同一次更新", 20) never does
-HEADER_NOWRAP = 12   # a header longer than 6 Chinese characters may take two lines
+HEADER_NOWRAP = 16   # a header up to 8 Chinese characters stays on one line ("初始配置（模型）"): two lines
+                     # of a short header left a line of two characters at 1280 px ("气泡⏎（模拟器）")
+LATIN_NOWRAP = 12    # a Latin cell longer than this wraps at its spaces ("number of micro-batches")
 PROSE_EM = 10.0      # the widest minimum a wrapping cell asks for: 10 Chinese characters a line
 SEGMENT = 16         # a code name's segment longer than this may also break before an underscore
 PHONE_EM = 20.0      # what a table may need at most to stay a table on a phone (358 px at 16 px = 22.4 em,
@@ -68,7 +74,7 @@ def cell_layout(text: str, header: bool = False, verdict: bool = False) -> tuple
     if verdict:
         return True, em_width(text)
     # Latin words wrap only at spaces, so a Latin cell need not stay on one line to keep its words whole
-    limit = HEADER_NOWRAP if header or not CJK.search(text) else NOWRAP_WIDTH
+    limit = HEADER_NOWRAP if header else LATIN_NOWRAP if not CJK.search(text) else NOWRAP_WIDTH
     if display_width(text) <= limit:
         return True, em_width(text)
     if not CJK.search(text):   # Latin words: lines as wide as the longest word, whatever their number
@@ -88,6 +94,22 @@ def fits_phone(columns: list[list[str]], pad_em: float, headers: list[str] | Non
             widths.append(cell_layout(headers[j], header=True)[1])
         need += max(widths, default=0.0) + pad_em
     return need <= PHONE_EM
+
+
+def is_prose(text: str, header: bool = False) -> bool:
+    """Is a cell holding `text` prose: Chinese text too long for one line (`cell_layout`)?"""
+    return bool(CJK.search(text)) and not cell_layout(text, header=header)[0]
+
+
+def phone_layout(columns: list[list[str]], pad_em: float, headers: list[str] | None = None) -> str:
+    """How a table shows on a phone: "" (it fits), "bl-scroll" (too wide, short cells: it scrolls in its
+    own box, first column fixed) or "bl-cards" (too wide, a prose cell beyond the first column: a card per
+    row). A verdict column (…结论) holds terms, never prose."""
+    if fits_phone(columns, pad_em, headers):
+        return ""
+    prose = any(is_prose(c) for j, cells in enumerate(columns[1:], start=1) for c in cells
+                if not (headers and headers[j].endswith(VERDICT_HEADER)))
+    return "bl-cards" if prose else "bl-scroll"
 
 
 def _math_text(tex: str) -> str:
@@ -253,9 +275,12 @@ class TableLayout(Transform):
                     _literal_pieces(literal)
                 if not nowrap:
                     _keep_words(entry)
+                if j == ncols - 1 and row not in head and ncols > 2 and is_prose(text):
+                    entry["classes"].append("bl-meaning")
         columns = [[_cell_text(r.children[j]) for r in body] for j in range(ncols)]
-        if headers and not fits_phone(columns, PAD_EM["docutils"], headers):
-            table["classes"].append("bl-cards")
+        phone = phone_layout(columns, PAD_EM["docutils"], headers) if headers else ""
+        if phone:
+            table["classes"].append(phone)
 
 
 def visit_entry(self, node: nodes.entry) -> None:
@@ -281,7 +306,7 @@ def _plain(inner: str) -> str:
 
 def layout_html_table(source: str) -> str:
     """The HTML `batchlab.ui.tables.Table.html()` writes, marked up by the same rules as a Markdown table:
-    each cell's class and minimum width, number-with-unit spans, `bl-cards` when it does not fit a phone,
+    each cell's class and minimum width, number-with-unit spans, `bl-scroll` or `bl-cards` when it does not fit a phone (`phone_layout`),
     and each data cell's label: its column's header as written (with its <sub>), in a `bl-label` span
     that only a card shows. HTML of another shape is returned unchanged."""
     rows = [_CELL.findall(r.group(1)) for r in _ROW.finditer(source)]
@@ -311,8 +336,9 @@ def layout_html_table(source: str) -> str:
 
     it = iter([row(rows[0], False), *(row(r, True) for r in body)])
     out = _ROW.sub(lambda m: next(it), source)
-    if not fits_phone(columns, PAD_EM["raw"], [_plain(h) for h in headers]):
-        out = out.replace(f'class="{HTML_CLASS}"', f'class="{HTML_CLASS} bl-cards"', 1)
+    phone = phone_layout(columns, PAD_EM["raw"], [_plain(h) for h in headers])
+    if phone:
+        out = out.replace(f'class="{HTML_CLASS}"', f'class="{HTML_CLASS} {phone}"', 1)
     return out
 
 
@@ -320,4 +346,4 @@ def setup(app):
     app.add_transform(TableLayout)
     app.add_node(nodes.entry, override=True, html=(visit_entry, None))
     # env_version: bump it when a rule changes, so an incremental build re-reads every page
-    return {"version": "1", "env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
+    return {"version": "1", "env_version": 2, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -16,7 +16,8 @@ cell's width (a 3 em cell with its padding still stacked "未/复/现" one chara
 * **split options**: a command broken between an option and its value ("--model⏎gpt2-xl"): a command
   breaks only between options.
 * **columns off-screen**: a table column whose cells reach beyond what the reader sees without
-  scrolling sideways (the window, cut by every box the table scrolls in).
+  scrolling sideways (the window, cut by every box the table scrolls in), except in a comparison table
+  that scrolls in its own box with its first column fixed (`bl-scroll`: `fixed_first_columns` checks it).
 
 `TablesReport.problems()` lists each in Chinese, naming the page's cell (its table, row, column label
 and text), so a failing test says what to fix.
@@ -33,6 +34,9 @@ MAX_SHORT = 2   # a wrapped line of at most this many characters is a fault
 NUMBER = re.compile(r"^[-+−~≈约]?[\d][\d.,]*(?:[×x]10[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)?$")
 UNIT = re.compile(r"^(?:%|[A-Za-zµ]+(?:/[A-Za-z]+)?)(?:$|[^A-Za-z])")
 OPTION = re.compile(r"^--?[A-Za-z][\w.-]*$")
+
+
+SCROLLS = ".bl-scroll"   # booktools.tables: a comparison table that scrolls on a phone, first column fixed
 
 
 def _where(cell: dict) -> str:
@@ -99,8 +103,9 @@ class TablesReport:
         return out
 
     def offscreen_columns(self) -> list[dict]:
-        """Tables with a column the reader cannot see without scrolling sideways."""
-        return [t for t in self.tables if t["offscreen"]]
+        """Tables with a column the reader cannot see without scrolling sideways, but for a comparison table
+        that scrolls in its own box with its first column fixed (`bl-scroll`, checked by `fixed_first_columns`)."""
+        return [t for t in self.tables if t["offscreen"] and SCROLLS not in t["element"]]
 
     def problems(self) -> list[str]:
         w = f"{self.width} px 宽"
@@ -111,6 +116,12 @@ class TablesReport:
                 f"在屏幕外（可见 {t['visible'][0]}–{t['visible'][1]} px），要左右滚动才看得到：{t['element']}"
                 for t in self.offscreen_columns()]
         return out
+
+
+def fixed_first_columns(tab) -> list[dict]:
+    """Each `bl-scroll` table that scrolls in the page loaded in `tab`: its box scrolled to the far right,
+    the first column's cells that left the box's left edge (`moved`; empty when the column stays fixed)."""
+    return tab.evaluate(script("fixed_first_column"))
 
 
 def measure(tab, width: int | None = None) -> TablesReport:
