@@ -142,3 +142,151 @@ def test_only_the_search_page_loads_the_index(built):
     assert loading == ["search.html"], loading
     assert loads_search_index('<script src="../searchindex.js"></script>')
     assert not loads_search_index('<script src="../_static/nav.js"></script>')
+
+
+# --------------------------------------------------------------------------- the field and the snippets (issue 42)
+ICON_GAP_PX = 4   # the query starts at least this far right of the magnifier
+
+
+def field_layout(tab) -> list[dict]:
+    """Every visible search field (form.bd-search) of the page: where its magnifier ends and its query starts."""
+    return tab.evaluate("""() => [...document.querySelectorAll('form.bd-search')].filter(f => f.offsetParent)
+      .map(f => { const icon = f.querySelector('i').getBoundingClientRect(), input = f.querySelector('input');
+                  const cs = getComputedStyle(input), box = input.getBoundingClientRect();
+                  return {where: f.parentElement.id || f.parentElement.className, icon: [icon.left, icon.right],
+                          text: box.left + parseFloat(cs.borderLeftWidth) + parseFloat(cs.paddingLeft)}; })""")
+
+
+def icon_faults(fields: list[dict]) -> list[str]:
+    return [f"搜索框（{f['where']}）的放大镜（{f['icon'][0]:.0f}–{f['icon'][1]:.0f} px）盖住了输入的字（从 {f['text']:.0f} px 起）"
+            for f in fields if f["icon"][1] + ICON_GAP_PX > f["text"]]
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_the_magnifier_sits_beside_the_query(built, browser, width):
+    """On the search page and in the pop-up the header's search button opens, at 390 and 1280 px, the query
+    starts right of the magnifier (it was drawn over the query's first character). Without nav.css's rule
+    (the stylesheet refused) the same measurement finds the icon over the text."""
+    for refuse in (False, True):
+        context = chromium.offline_context(browser, viewport={"width": width, "height": 900})
+        if refuse:
+            context.route("**/nav.css*", lambda r: r.abort())
+        try:
+            tab = context.new_page()
+            tab.goto(built.page("search").as_uri() + "?q=" + "显存", wait_until="load")
+            page_fields = field_layout(tab)
+            tab.goto(built.page("book/4.3-memory").as_uri(), wait_until="load")
+            tab.locator(".search-button__button:visible").first.click()
+            tab.wait_for_selector("#pst-search-dialog[open] form.bd-search input", state="visible")
+            popup = field_layout(tab)
+        finally:
+            context.close()
+        assert len(page_fields) == 1 and len(popup) == 1, (page_fields, popup)
+        faults = icon_faults(page_fields + popup)
+        if refuse:
+            assert len(faults) == 2, faults
+        else:
+            assert not faults, "\n".join(faults)
+
+
+SNIPPET_TERMS = ["显存占用", "临界批大小", "学习率", "stage_memory"]
+TEX = re.compile(r"\\[A-Za-z(\[)\]]|\$")
+MAX_SNIPPET = 200   # characters: one sentence, or the stretch of it around the word (search.js MAX_SIDE)
+
+
+def snippets(built, browser, terms: list[str], refuse_search_js: bool = False) -> dict[str, list[tuple[str, str]]]:
+    """{term: [(result link, its snippet)]} from the book's search page served over http (a page fetches the
+    result pages to cut snippets from: file:// refuses it), search.js refused where asked."""
+    from urllib.parse import quote
+
+    found = {}
+    with chromium.launch(loopback=True, beside=browser) as served, chromium.serve(built.html) as origin:
+        context = chromium.served_context(served, origin)
+        if refuse_search_js:
+            context.route("**/_static/search.js*", lambda r: r.abort())
+        try:
+            tab = context.new_page()
+            for term in terms:
+                tab.goto(f"{origin}/search.html?q={quote(term)}", wait_until="load")
+                tab.wait_for_function(chromium.script("search_done"))
+                tab.wait_for_function("""() => [...document.querySelectorAll('#search-results ul.search li')]
+                    .every(li => li.querySelector('p.context') || li.querySelector('span'))""", timeout=20_000)
+                found[term] = tab.eval_on_selector_all(
+                    "#search-results ul.search li:has(p.context)",
+                    "ls => ls.map(l => [l.querySelector('a').getAttribute('href'), l.querySelector('p.context').textContent])")
+        finally:
+            context.close()
+    return found
+
+
+def snippet_faults(built, found: dict[str, list[tuple[str, str]]]) -> list[str]:
+    """Snippets that show TeX source, run past one sentence, or list the page's headings."""
+    headings = {}
+    faults = []
+    for term, results in found.items():
+        for href, text in results:
+            doc = unquote(urlsplit(href).path).removesuffix(".html")
+            if doc not in headings:
+                soup = built.soup(doc)
+                headings[doc] = {" ".join(h.get_text(" ", strip=True).rstrip("#").split())
+                                 for h in soup.select("article h2, article h3")}
+            listed = [h for h in headings[doc] if len(h) > 3 and h in text]
+            if TEX.search(text):
+                faults.append(f"“{term}”的摘要（{href}）含 TeX 源码：{text[:120]}")
+            if len(text) > MAX_SNIPPET:
+                faults.append(f"“{term}”的摘要（{href}）有 {len(text)} 字，不是一句：{text[:120]}…")
+            if len(listed) >= 2:
+                faults.append(f"“{term}”的摘要（{href}）是标题列表：{listed[:3]}")
+    return faults
+
+
+def test_snippets_show_the_matched_sentence_in_plain_text(built, browser):
+    """Every result with a snippet shows one sentence in plain text: no TeX, no heading list; most hold the
+    word searched (a match only in a heading shows that section's first sentence). Sphinx's own snippets
+    (search.js refused) fail the same check: TeX source or the print-only heading list, and 240-character
+    stretches."""
+    found = snippets(built, browser, SNIPPET_TERMS)
+    assert all(found[t] for t in SNIPPET_TERMS), found
+    faults = snippet_faults(built, found)
+    assert not faults, "\n".join(faults)
+    holding = [t for t, results in found.items() for _, text in results if t.lower() in text.lower()]
+    assert len(holding) >= 0.6 * sum(len(r) for r in found.values()), found
+    sphinx_own = snippet_faults(built, snippets(built, browser, ["临界批大小"], refuse_search_js=True))
+    assert any("TeX" in f or "标题列表" in f for f in sphinx_own) and any("不是一句" in f for f in sphinx_own), sphinx_own
+
+
+def test_a_formula_reads_as_plain_text(built, browser):
+    """search.js writes a formula's TeX as the reader reads it."""
+    context = chromium.offline_context(browser)
+    try:
+        tab = context.new_page()
+        tab.goto(built.page("search").as_uri(), wait_until="load")
+        plain = tab.evaluate("""cases => cases.map(c => window.batchlabSearch.texToPlain(c))""",
+                             [r"\(1/B\)", r"\(\operatorname{tr}(\Sigma)/|G|^2\)", r"\(B_{\text{crit}} = E_{\min}/S_{\min}\)",
+                              r"\[\frac{p-1}{m+p-1}\]", r"\(\sqrt{B} \times \eta\)"])
+    finally:
+        context.close()
+    assert plain == ["1/B", "tr(Σ)/|G|^2", "Bcrit = Emin/Smin", "(p-1)/(m+p-1)", "√B × η"], plain
+
+
+def test_no_highlights_after_a_search(built, browser):
+    """After a search, the next page opened shows no highlighted words and no 「隐藏搜索结果」 link (nav.js
+    drops what searchtools.js stored for sphinx_highlight.js); with nav.js refused both appear."""
+    seen = {}
+    for refuse in (False, True):
+        context = chromium.offline_context(browser)
+        if refuse:
+            context.route("**/_static/nav.js*", lambda r: r.abort())
+        try:
+            tab = context.new_page()
+            tab.goto(built.page("search").as_uri() + "?q=" + "学习率", wait_until="load")
+            tab.wait_for_function(chromium.script("search_done"))
+            for doc in ("book/4.2-convergence", "book/4.6-misconceptions"):
+                tab.goto(built.page(doc).as_uri(), wait_until="load")
+                tab.wait_for_timeout(200)
+                seen[refuse, doc] = tab.evaluate("""() => [document.querySelectorAll('.highlighted').length,
+                    document.querySelectorAll('#searchbox .highlight-link, .highlight-link').length]""")
+        finally:
+            context.close()
+    assert seen[False, "book/4.2-convergence"] == [0, 0] and seen[False, "book/4.6-misconceptions"] == [0, 0], seen
+    assert seen[True, "book/4.2-convergence"][0] > 0, seen

@@ -6,9 +6,17 @@
 //    and so does the toggle that hides or shows the column (sphinx-book-theme blurs the toggle on click,
 //    before pydata records the focus, which then returned to <body>: a keyboard reader lost their place);
 // 3. a link to a section of this page, followed from the page-contents drawer, closes the drawer, so the
-//    reader sees where it went.
+//    reader sees where it went;
+// 4. (below) no search highlights on a page opened after a search.
 (function () {
   "use strict";
+  // 4. no search highlights carried from the search page: Sphinx's searchtools.js stores the query in
+  //    localStorage and sphinx_highlight.js marks its words on the next page opened, with a 「隐藏搜索结果」
+  //    link; this runs in the page's head, before sphinx_highlight.js reads it (at DOMContentLoaded)
+  try {
+    localStorage.removeItem("sphinx_highlight_terms");
+  } catch (e) { /* storage refused (a private window): nothing stored either */ }
+
   var WIDE = window.matchMedia("(min-width: 992px)"); // the themes' width for a column, not a drawer
 
   function setup() {

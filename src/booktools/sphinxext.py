@@ -36,6 +36,7 @@ from docutils import nodes
 from docutils.transforms import Transform
 from sphinx.locale import get_translator
 
+from booktools import reader_page
 from booktools.layout import CJK_CLASS
 
 CJK_GAP = re.compile(rf"(?<=[{CJK_CLASS}])[ \t\r\n]+(?=[{CJK_CLASS}])")
@@ -219,5 +220,6 @@ def setup(app):
     app.connect("doctree-resolved", index_search_terms)
     app.connect("html-page-context", one_script_each, priority=900)
     app.connect("html-page-context", chinese_hidden_cell_label)
+    reader_page.setup(app)   # section anchors from titles, the header's PDF entry, the search snippets
     # env_version: bump it when a transform changes, so an incremental build re-reads every page
-    return {"version": "1", "env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
+    return {"version": "1", "env_version": 2, "parallel_read_safe": True, "parallel_write_safe": True}
