@@ -121,3 +121,66 @@ def test_no_chapter_reads_a_file_under_tests():
                                   "Path('tests/fixtures/x.txt').read_text()", "parse(tests/data.csv)"])
 def test_the_tests_path_check_sees_a_read(code):
     assert READS_TESTS.findall(code)
+
+
+# --------------------------------------------------------------------------- the page in Chinese (issue 42 item 7)
+MODULE_HEADING = re.compile(r"^### `(\S+)`\n\n(.+)\n\n```\{eval-rst\}\n\.\. automodule:: (\S+)$", re.MULTILINE)
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def test_each_module_says_what_it_does_in_chinese():
+    """Under each module's heading, before its English docstring, one line in Chinese says what it is for."""
+    text = API_SOURCE.read_text(encoding="utf-8")
+    listed = AUTOMODULE.findall(text)
+    purposes = {heading: line for heading, line, module in MODULE_HEADING.findall(text) if heading == module}
+    layers = {f"batchlab.{layer}" for layer in LAYERS}
+    missing = [m for m in listed[1:] if m not in layers and m not in purposes]
+    assert not missing, f"book/api.md：这些模块的标题下没有一句中文说明：{missing}"
+    not_chinese = {m: line for m, line in purposes.items() if len(CJK.findall(line)) < 6 or len(line) > 90}
+    assert not not_chinese, not_chinese
+
+
+def test_no_value_dumps_on_the_api_page(built):
+    """No constant's value and no parameter's default runs longer than booktools.reader_page.LONG_VALUE
+    characters in a signature (one ran for several phone screens)."""
+    from booktools.reader_page import LONG_VALUE
+
+    soup = built.soup(API_PAGE)
+    values = [(dt.get("id"), ann.get_text().strip()) for dt in soup.select("dl.py.data > dt, dl.py.attribute > dt")
+              for ann in dt.select("em.property") if ann.get_text().strip().startswith("=")]
+    assert values, "no constant's value measured"
+    long = [(name, value[:80]) for name, value in values if len(value) > LONG_VALUE + 2]
+    defaults = [(d.find_parent("dt").get("id"), d.get_text()) for d in soup.select("dt.sig .default_value")
+                if len(d.get_text()) > LONG_VALUE]
+    assert not long and not defaults, (long[:5], defaults[:5])
+    assert soup.select("dt.sig .default_value"), "no default value measured"
+
+
+def test_the_value_rule_shortens_what_is_long():
+    """short_values on signatures as Sphinx's Python domain writes them: a long constant value is dropped, a
+    long default becomes "…", short ones stay."""
+    from docutils import nodes
+    from sphinx import addnodes
+
+    from booktools.reader_page import LONG_VALUE, short_values
+
+    def desc(value: str, default: str) -> nodes.Element:
+        sig = addnodes.desc_signature()
+        sig += addnodes.desc_name("X", "X")
+        sig += addnodes.desc_annotation("", "", addnodes.desc_sig_space(),
+                                        addnodes.desc_sig_punctuation("", "="), addnodes.desc_sig_space(),
+                                        nodes.Text(value))
+        sig += nodes.inline(default, default, classes=["default_value"])
+        node = addnodes.desc()
+        node += sig
+        node += addnodes.desc_content()
+        return node
+
+    long_value, long_default = "{" + ", ".join(f"'k{i}': {i}" for i in range(20)) + "}", "(" + "x, " * 40 + ")"
+    assert len(long_value) > LONG_VALUE and len(long_default) > LONG_VALUE
+    node = desc(long_value, long_default)
+    short_values(None, "py", "data", node[1])
+    assert long_value not in node.astext() and "…" in node.astext()
+    short = desc("16", "4")
+    short_values(None, "py", "data", short[1])
+    assert "".join(short.astext().split()) == "X=164" and short[0][-1].astext() == "4"
