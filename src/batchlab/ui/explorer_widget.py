@@ -16,12 +16,31 @@ import ipywidgets as widgets
 
 from batchlab.page.spec import Explorer, Panel
 from batchlab.ui.controls import kernel_notice, make_widget, set_options
-from batchlab.ui.style import canvas_png, figure_png, show_png
+from batchlab.ui import style
+from batchlab.ui.style import canvas_png, figure_png
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["ExplorerWidget", "drawing_of"]
+__all__ = ["ExplorerWidget", "drawing_of", "drawn_outputs"]
+
+
+def drawn_outputs(png: bytes, phone: bytes | None = None) -> tuple[dict, ...]:
+    """The outputs an ``ipywidgets.Output`` holds to show the figure ``png`` (with its ``phone`` drawing), in
+    the one shape :func:`~batchlab.ui.style.display_drawings` gives a figure, as a value to set on the widget.
+
+    Set, not displayed into it: displaying inside ``with output:`` makes the front end (JupyterLab, or
+    nbclient when a notebook is run headless) capture the kernel's messages for the widget and send each
+    captured output back to the kernel while the cell still runs, widget traffic on the shell channel that
+    ``jupyter nbconvert --execute`` was seen to hang on (chapter 4.5's explorer cell, 2 of 14 loaded runs).
+    A value set on the widget is one state message from the kernel and nothing back.
+    """
+    from IPython.utils.capture import capture_output
+
+    with capture_output(stdout=False, stderr=False, display=True) as captured:
+        style.display_drawings(png, phone)
+    return tuple({"output_type": "display_data", "data": dict(o.data), "metadata": dict(o.metadata or {})}
+                 for o in captured.outputs)
 
 
 def drawing_of(explorer: Explorer) -> Callable[["Figure", Any], None] | None:
@@ -118,7 +137,7 @@ class ExplorerWidget(widgets.VBox):
             first = not self.phone_png
             if first:
                 self.phone_png = self._phone_drawing(panel.result)
-            show_png(self.output, self.png, self.phone_png if first else None)
+            self.output.outputs = drawn_outputs(self.png, self.phone_png if first else None)
 
     def _phone_drawing(self, result: Any) -> bytes:
         """``result`` drawn for a phone's column on a figure of its own, as PNG."""
