@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -61,6 +62,12 @@ TIMEOUT, NOTEBOOK_TIMEOUT = 30, 60
 UNPRIVILEGED = 1_666_000_077  # the teacher's account in the second run (no login has it)
 
 LEAK = "def leak(what):\n    raise type('Leaked' + what, (Exception,), {})()\n"
+# a class graded through the package with a given number of sandboxes at once, as the CLI's --jobs does:
+# python -c GRADE DIR TIMEOUT NOTEBOOK_TIMEOUT CSV JOBS
+GRADE = ("import sys\nfrom pathlib import Path\nfrom batchlab.apps.grade import grade_class, grade_table\n"
+         "from batchlab.apps.grade_report import write_csv\n"
+         "grades = grade_class(Path(sys.argv[1]), int(sys.argv[2]), notebook_timeout=int(sys.argv[3]),"
+         " jobs=int(sys.argv[5]))\nwrite_csv(Path(sys.argv[4]), *grade_table(grades))")
 
 
 def escape(base: Path) -> list[str]:
@@ -254,6 +261,36 @@ def graded(request):
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def graded_one_at_a_time():
+    """The same hostile class, as root or whoever runs the tests, graded one notebook at a time."""
+    base = Path(tempfile.mkdtemp(prefix="batchlab-hostile-serial-"))
+    base.chmod(0o755)
+    subs = _class(base)
+    (base / "tmp").mkdir()
+    out = base / "grades.csv"
+    env = {**os.environ, "IPYTHONDIR": str(base / "instructor-ipython"), "TMPDIR": str(base / "tmp")}
+    proc = subprocess.run([sys.executable, "-c", GRADE, str(subs), str(TIMEOUT), str(NOTEBOOK_TIMEOUT), str(out), "1"],
+                          capture_output=True, text=True, env=env, timeout=1800)
+    rows = {r[0]: r for r in csv.reader(out.read_text(encoding="utf-8-sig").splitlines())} if out.exists() else {}
+    yield proc, rows
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_sandboxes_at_once_give_the_rows_of_one_at_a_time(graded, graded_one_at_a_time):
+    """The CLI's default here runs two sandboxes at once (two cores, memory for more): every row, limits
+    and attacks included, is the row of a serial run."""
+    if graded["teacher"]:
+        pytest.skip("compared once, as whoever runs the tests (the teacher's rows differ where its mode does)")
+    proc, rows = graded_one_at_a_time
+    assert proc.returncode == 0, proc.stderr
+    assert "同时运行 1 个沙箱" in proc.stderr.splitlines()[0]
+    at_once = int(re.search(r"同时运行 (\d+) 个沙箱", graded["stderr"].splitlines()[0]).group(1))
+    assert at_once >= 2 or len(os.sched_getaffinity(0)) == 1, graded["stderr"]
+    differ = {name: (row, rows.get(name)) for name, row in graded["rows"].items() if rows.get(name) != row}
+    assert differ == {} and len(rows) == len(graded["rows"])
+
+
 def test_every_honest_row_is_graded_and_unchanged(graded):
     rows = graded["rows"]
     assert graded["rc"] == 0, graded["stderr"]
@@ -368,7 +405,11 @@ def slow_class(tmp_path):
     return subs
 
 
-def test_ctrl_c_stops_cleanly_and_writes_nothing(slow_class, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_cleanly_and_writes_nothing(slow_class, tmp_path, signum):
+    """Ctrl-C (or SIGTERM) while the slow notebook runs: every sandbox ends, nothing is written. The
+    grader's main thread only waits on the sandboxes' threads, so the signal never lands inside
+    nbclient's own clean-up (under load it once did, and nbclient's ``assert self.km`` failed)."""
     out = tmp_path / "grades.csv"
     proc = subprocess.Popen([sys.executable, "-m", "batchlab", "grade", str(slow_class), "--csv", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -383,7 +424,7 @@ def test_ctrl_c_stops_cleanly_and_writes_nothing(slow_class, tmp_path):
         time.sleep(0.05)
     time.sleep(3)
     sandbox = psutil.Process(proc.pid).children(recursive=True)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert stderr.splitlines()[-1].startswith("python -m batchlab grade: 已中断：3 份中批改完")

@@ -194,13 +194,13 @@ def run_notebook(notebook: Any, run: Path, ipc: Path, timeout: int, notebook_tim
         return (f"中断无效：单元格 {current['cell']} 运行超过 {timeout:g} 秒且不响应中断，这份作业的运行到此结束，"
                 "后面的单元格和答案都没有读到"), ""
     except DeadKernelError:
-        reason = watch.reason or watch.refused()
+        reason = watch.ended()
         if reason is not None:
             return f"超限：单元格 {current['cell']} 运行时{reason}，后面的单元格和答案都没有读到", ""
         return f"出错：内核在单元格 {current['cell']} 意外退出", ""
     except Exception as err:  # kernel failed to start, protocol error, …: this row, not the class
-        if watch.reason is not None:
-            return f"超限：{watch.reason}", ""
+        if (reason := watch.ended()) is not None:
+            return f"超限：{reason}", ""
         return f"出错：无法运行（{type(err).__name__}：{printable(str(err))[:200]}）", ""
     finally:
         _STATE["watches"].discard(watch)

@@ -239,7 +239,9 @@ def sandbox_argv(run: Path, command: Sequence[str], limits: Limits = LIMITS, cpu
                 *(box.prefix() if box else [])]
     seccomp = ["--seccomp", str(_SECCOMP_FD)]
     given, ipc = run / "given", run / "ipc"
-    mounts: list[str] = ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
+    # /proc/keys would list the descriptions of the keys the grader's account may view
+    mounts: list[str] = ["--proc", "/proc", "--ro-bind", "/dev/null", "/proc/keys", "--ro-bind", "/dev/null",
+                         "/proc/key-users", "--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm",
                          "--ro-bind", "/usr", "/usr"]
     for name in _TOP_LEVEL:
         top = Path("/", name)
@@ -325,8 +327,7 @@ class Watch:
         if self._thread.is_alive():
             self._thread.join()
         self.kill()
-        if self.reason is None and self.box is not None and self.box.over():
-            self.reason = self._memory_reason()
+        self.ended()
 
     def kill(self) -> None:
         """Kill the sandbox's processes: its outermost process and everything under it."""
@@ -339,6 +340,13 @@ class Watch:
                 pass
         if self.box is not None:
             self.box.kill()
+
+    def ended(self) -> str | None:
+        """Why the sandbox ended, once it has: a limit the watcher saw, its cgroup's memory limit reached
+        (the kernel's own killer may act before the next look), or a call the kernel killed it for."""
+        if self.reason is None and self.box is not None and self.box.over():
+            self.reason = self._memory_reason()
+        return self.reason or self.refused()
 
     def refused(self) -> str | None:
         """Why the sandbox ended, if the kernel killed it for memory no process owns (no cgroup here to
