@@ -1,7 +1,7 @@
 """The book's PDF: made by the build (scripts/build-book.sh, and the same step in tests/conftest.py's
 build), written into the built site, the Chinese font's glyphs inside the file, linked from the preface,
-and laid out as a printed book. booktools.pdf_read reads the PDF back (no PDF library): the text of
-each page, where its ink lies, its outline.
+and laid out as a printed book. booktools.pdf_read reads the PDF back (pdfplumber): the text of each
+page, where its ink lies; booktools.pdf (pikepdf) its outline, page count, fonts and structure tree.
 
 - a title page (the book's title and author from _config.yml, no page number), then a printed
   contents: every page of the toc and each of its sections, with the page it starts on, and that page
@@ -9,7 +9,8 @@ each page, where its ink lies, its outline.
 - page numbers run on through the whole file (the number in each page's footer is its position);
 - bookmarks: one per toc page (the contents first), its sections nested below it, each on the page
   that shows its title;
-- no page at least 35 % empty except a chapter's last (and the title page), no empty box.
+- no page at least 35 % empty except a chapter's last (and the title page), no empty box;
+- tagged (a structure tree with one part per printed page), and the API reference a short appendix.
 
 Before (the build of db5a718, measured with these checks): 224 pages, no title page or contents, page
 numbers restarting at 1 in each of the 11 printed pages, 11 bookmarks and none below them, 14 pages
@@ -103,6 +104,25 @@ def test_pdf_carries_the_chinese_font(book_pdf):
     assert any("CJK" in f for f in fonts), f"PDF 没有内嵌中文字体：{fonts}"
 
 
+def test_pdf_is_tagged_with_one_part_per_page(book_pdf):
+    """Chromium's structure tree of every printed page, joined under one document: a screen reader, reflow
+    and copy-and-paste get headings, paragraphs, lists and figures (issue 42: the PDF had no tags)."""
+    roles = pdf.structure_roles(book_pdf)
+    assert roles["Document"] == 1 and roles["Part"] == len(PAGES) + 1, roles   # the front matter, each page
+    assert roles["H1"] >= len(PAGES) and roles["P"] > 10 * len(PAGES), roles
+    assert roles["lost page"] == 0, roles
+
+
+def test_pdf_prints_the_api_reference_as_a_short_appendix(book_pdf, book_pages):
+    """The API page printed whole was 166 of the PDF's 291 pages (issue 42); the PDF keeps each module's
+    purpose and says the entries are on the web page: at most a tenth of the book."""
+    marks = pdf.outline(book_pdf)
+    i = 1 + PAGES.index("book/api")
+    end = marks[i + 1].page if i + 1 < len(marks) else len(book_pages) + 1
+    assert end - marks[i].page <= 0.1 * len(book_pages), (marks[i].page, end)
+    assert pdf_read._plain(pdf.APPENDIX_NOTE) in pdf_read._plain(book_pages[marks[i].page - 1].text())
+
+
 def test_preface_links_to_the_pdf(built):
     page = built.page(PAGES[0])
     hrefs = [a["href"] for a in built.soup(PAGES[0]).find_all("a", href=True) if a["href"].endswith(".pdf")]
@@ -165,6 +185,7 @@ def test_pdf_checks_catch_each_fault(browser, tmp_path):
     assert pdf_read.outline_problems(pages, marks, expected) == []
     assert pdf_read.blank_problems(pages, pdf_read.last_pages(marks, len(pages)), TOP_PT, BOTTOM_PT) == []
     assert pdf_read.empty_box_problems(pages) == []
+    assert pdf.structure_roles(good)["Part"] == 3 and pdf.structure_roles(good)["lost page"] == 0
 
     parts = pdf.print_pages(html, ["book/a", "book/b"], browser=browser)
     # no front matter: page 1 is the first chapter, which names neither the book nor its author
@@ -185,6 +206,7 @@ def test_pdf_checks_catch_each_fault(browser, tmp_path):
     shown = [pdf_read.footer_number(p, BOTTOM_PT) for p in pdf_read.read_pages(restart)]
     assert shown.count(1) == 2, shown
     assert pdf_read.numbering_problems(pdf_read.read_pages(restart), BOTTOM_PT, unnumbered=0)
+    assert not pdf.structure_roles(restart)   # pages printed untagged: no structure tree, not half of one
     # a page half empty before a forced break, and an empty frame
     broken = pdf.print_pages(html, ["book/gap", "book/box"], browser=browser)
     joined = pdf.merge(broken, "测试书")

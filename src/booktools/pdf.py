@@ -6,43 +6,53 @@ scripts/build-book.sh runs it after the HTML build. Each page the toc lists is o
 project's headless Chromium (`booktools.browser`, network off), left to typeset its formulas and draw
 its widgets' default state (js/await_render.js, the wait of `booktools.render_check`), and printed with Playwright's
 `page.pdf` (A4, print styles from book/_static/page.css and book/_static/print.css, which lets big
-tables and code blocks break across pages instead of leaving half a page empty). Chromium embeds the
+tables and code blocks break across pages instead of leaving half a page empty; the API reference
+prints as a short appendix, each module's purpose, js/print_appendix.js). Chromium embeds the
 subset of every font it draws with, so the Chinese text carries its Noto Sans CJK glyphs
-(fonts-noto-cjk, which scripts/setup-env.sh installs). The book is then put together by `merge()`, a
-small joiner for the PDF 1.4 files Chromium (Skia) writes (classic xref table, no object streams), so
-it needs no PDF library:
+(fonts-noto-cjk, which scripts/setup-env.sh installs). The printed pages are then joined by `merge()`
+with pikepdf (qpdf):
 
-- in front, a title page (the title and author of _config.yml) and a contents page listing every page
-  and its sections (the article's second-level headings, js/page_sections.js) with the page they
-  start on, read from the named destinations Chromium writes for them; the front matter is printed
-  again if its length changed the numbers it shows (`front_matter_html()`);
+- in front, a title page (the title and author of _config.yml, and the licences) and a contents page
+  listing every page and its sections (the article's second-level headings, js/page_sections.js) with
+  the page they start on, read from the named destinations Chromium writes for them; the front matter
+  is printed again if its length changed the numbers it shows (`front_matter_html()`);
 - one page tree with continuous page numbers: Chromium's footer carries the page's title, and
   `merge()` writes the number beside it on every page but the title page (Chromium's own page
   counter restarts with each printed page);
 - bookmarks: one per page, its sections nested below it, the contents page first;
-- links between pages turned into jumps inside the PDF, anchors kept per page.
+- links between pages turned into jumps inside the PDF, anchors kept per page (a /Names tree);
+- a tagged PDF: each page printed with Chromium's structure tree (headings, paragraphs, tables, figures
+  with their alternative text), the trees joined under one document (`_join_structure()`);
+- the title, language and licence in the document information and the XMP metadata;
+- the fonts' ToUnicode maps made to agree with Chromium's /ActualText spans (`booktools.pdf_text`), so
+  that copying, search and the checks read 长 and not the radical ⻓ that shares its glyph.
 
 The result lands in the built site (`_build/html/batch-size-book.pdf`); the preface links to it.
-`outline()`, `outline_titles()` and `page_count()` read a joined PDF back, `booktools.pdf_read` reads
-its pages (the tests use both); the build fails if `embedded_fonts()` finds no CJK font in it (the
-Chinese text would print without its glyphs).
+`outline()`, `outline_titles()` and `page_count()` read a joined PDF back (pikepdf), `booktools.pdf_read`
+reads its pages (pdfplumber; the tests use both); the build fails if `embedded_fonts()` finds no CJK
+font in it (the Chinese text would print without its glyphs).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html as html_lib
+import io
 import re
 import sys
 import tempfile
 import time
-import zlib
+import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pikepdf
 import yaml
 
-from booktools import ROOT
+from booktools import ROOT, pdf_read
+from booktools.pdf_text import fix_to_unicode
 from booktools.toc import toc_entries
 
 PDF_NAME = "batch-size-book.pdf"
@@ -70,6 +80,11 @@ SHRINK_FLOOR = 0.6
 NUMBER_SIZE_PT = 6.5                           # the page number merge() writes in the footer
 NUMBER_BASELINE_PT = 5.8 * PT_PER_MM          # above the paper's bottom edge: the footer title's baseline
 FRONT_NAME = "_book_front.html"
+# the book's licences (LICENSE files at the repository's root), on the title page and in the metadata
+LICENCE = "正文与插图采用 CC BY-SA 4.0 许可，代码采用 MIT 许可"
+# what the printed API reference says in place of the entries it leaves out (js/print_appendix.js)
+APPENDIX_NOTE = "PDF 只收录每个模块的用途（它的说明的第一段）；每个函数、类与常量的说明见网页版的这一页。"
+FONT_FILES = ("/FontFile", "/FontFile2", "/FontFile3")   # a font descriptor's embedded glyph programs
 
 
 def book_meta(config: Path = CONFIG) -> tuple[str, str]:
@@ -121,10 +136,11 @@ def _print_page(browser, html: Path, doc: str, timeout_ms: int) -> Part:
         tab.emulate_media(media="print")
         # lay the page out at the printed column's width, then mark which blocks may split (print.css)
         tab.set_viewport_size(PRINT_VIEWPORT)
+        tab.evaluate(script("print_appendix"), APPENDIX_NOTE)   # the API reference: a short appendix
         tab.evaluate(script("print_breaks"), SPLIT_ABOVE_PX)
         title = tab.evaluate(script("page_title"))
         sections = [(s["id"], s["title"]) for s in tab.evaluate(script("page_sections"))]
-        data, shrink = tab.pdf(outline=False, tagged=False, **PAGE_OPTIONS), {}
+        data, shrink = tab.pdf(outline=False, tagged=True, **PAGE_OPTIONS), {}
         for _attempt in range(2):  # a picture pushed to the next page, leaving most of this one empty
             heights = tab.evaluate(script("print_images"), [PICTURE_MIN_PX, shrink])
             more = picture_fixes(data, heights)
@@ -132,7 +148,7 @@ def _print_page(browser, html: Path, doc: str, timeout_ms: int) -> Part:
                 break
             shrink.update(more)
             tab.evaluate(script("print_images"), [PICTURE_MIN_PX, shrink])
-            data = tab.pdf(outline=False, tagged=False, **PAGE_OPTIONS)
+            data = tab.pdf(outline=False, tagged=True, **PAGE_OPTIONS)
         return Part(doc, title, data, sections)
     finally:
         context.close()
@@ -143,8 +159,6 @@ def picture_fixes(data: bytes, heights_px: list[float]) -> dict[str, int]:
     picture that opens a page after one left at least `BLANK_LIMIT` empty (not the last page), if
     it fits the gap at no less than `SHRINK_FLOOR` of its size. `heights_px` are the page's pictures
     (js/print_images.js), in the order the PDF draws its images of that size."""
-    from booktools import pdf_read
-
     pages = pdf_read.read_pages(data)
     px_to_pt = 0.75 * PAGE_OPTIONS["scale"]
     top, bottom = MARGIN_MM["top"] * PT_PER_MM, MARGIN_MM["bottom"] * PT_PER_MM
@@ -182,7 +196,7 @@ def print_html(browser, path: Path, timeout_ms: int = 30_000) -> bytes:
         tab = context.new_page()
         tab.goto(path.resolve().as_uri(), wait_until="load", timeout=timeout_ms)
         tab.evaluate("document.fonts.ready")
-        return tab.pdf(outline=False, tagged=False, **FRONT_OPTIONS)
+        return tab.pdf(outline=False, tagged=True, **FRONT_OPTIONS)
     finally:
         context.close()
 
@@ -196,6 +210,7 @@ body { font-family: 'Noto Sans CJK SC', sans-serif; color: #222; margin: 0; font
 .title-page h1 { font-size: 30pt; font-weight: 700; margin: 0 0 10mm; }
 .title-page .author { font-size: 14pt; color: #444; }
 .title-page .note { margin-top: 40mm; font-size: 9pt; color: #777; }
+.title-page .licence { margin-top: 3mm; font-size: 9pt; color: #777; }
 .contents h2 { font-size: 18pt; margin: 0 0 6mm; }
 .contents ol { list-style: none; margin: 0; padding: 0; }
 .contents li { break-inside: avoid; }
@@ -228,24 +243,48 @@ def front_matter_html(title: str, author: str, entries: list[ContentsEntry]) -> 
             f'<html lang="zh-CN"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f"<style>{FRONT_CSS}</style></head><body>"
             f'<section class="title-page"><h1>{esc(title)}</h1><div class="author">{esc(author)}</div>'
-            '<div class="note">本 PDF 由网页版逐页打印而成；各章的探索器在这里只显示默认状态。</div></section>'
+            '<div class="note">本 PDF 由网页版逐页打印而成；各章的探索器在这里只显示默认状态。</div>'
+            f'<div class="licence">{esc(LICENCE)}</div></section>'
             f'<section class="contents"><h2>目录</h2><ol>{"".join(rows)}</ol></section>'
             "</body></html>\n")
+
+
+# ----------------------------------------------------------------------------- joining (pikepdf)
+def _open(data: bytes) -> pikepdf.Pdf:
+    return pikepdf.open(io.BytesIO(data))
+
+
+def _page_index(pdf: pikepdf.Pdf) -> dict[tuple[int, int], int]:
+    """{page object's (number, generation): its 0-based position}."""
+    return {page.obj.objgen: i for i, page in enumerate(pdf.pages)}
+
+
+def named_destinations(pdf: pikepdf.Pdf) -> dict[str, tuple[int, list]]:
+    """The named destinations of a PDF (the catalog's /Dests dictionary, as Chromium writes them, and
+    the /Names /Dests tree, as `merge()` does): {name: (0-based page, the rest of the [page …] array)}."""
+    where, found = _page_index(pdf), {}
+    entries = list(pdf.Root.get("/Dests", {}).items())
+    if "/Names" in pdf.Root and "/Dests" in pdf.Root.Names:
+        entries += list(pikepdf.NameTree(pdf.Root.Names.Dests).items())
+    for name, dest in entries:
+        dest = dest.get("/D") if isinstance(dest, pikepdf.Dictionary) else dest
+        if isinstance(dest, pikepdf.Array) and len(dest) and dest[0].objgen in where:
+            found[unquote(str(name).removeprefix("/"))] = (where[dest[0].objgen], list(dest)[1:])
+    return found
 
 
 def contents_entries(html: Path, parts: list[Part], first_page: int) -> list[ContentsEntry]:
     """The contents of the book whose pages `parts` are, numbered as if they start on page `first_page`."""
     entries, start = [], first_page
     for part in parts:
-        pdf = _parse(part.data)
-        pages = {num: i for i, num in enumerate(page_objects(pdf))}
-        dests = named_destinations(pdf)
+        with _open(part.data) as pdf:
+            dests, count = named_destinations(pdf), len(pdf.pages)
         uri = (html / f"{part.doc}.html").resolve().as_uri()
         entries.append(ContentsEntry(1, part.title, start, uri))
         for anchor, heading in part.sections:
             if anchor in dests:
-                entries.append(ContentsEntry(2, heading, start + pages[dests[anchor][0]], f"{uri}#{anchor}"))
-        start += len(pages)
+                entries.append(ContentsEntry(2, heading, start + dests[anchor][0], f"{uri}#{anchor}"))
+        start += count
     return entries
 
 
@@ -275,261 +314,145 @@ def build_book(html: Path, docs: list[str] | None = None, meta: tuple[str, str] 
         return merge([Part("", "目录", front)] + parts, title, unnumbered=1, contents_page=2)
 
 
-# ----------------------------------------------------------------------------- joining
-_REF = re.compile(rb"(\d+) 0 R\b")
-_STREAM = re.compile(rb">>\s*stream\r?\n")
+def _stamp_number(out: pikepdf.Pdf, page: pikepdf.Page, number: int, font: pikepdf.Object) -> None:
+    """Draw `number` in the page's footer, right-aligned at the right margin (Helvetica digits: 0.556 em
+    each), after the page's own drawing (wrapped in q … Q so its graphics state cannot leak), marked as
+    a pagination artifact (not part of the text a screen reader reads)."""
+    name = page.add_resource(font, pikepdf.Name.Font, prefix="BLPageNo")
+    text = str(number)
+    x = float(page.mediabox[2]) - MARGIN_MM["right"] * PT_PER_MM - 0.556 * NUMBER_SIZE_PT * len(text)
+    page.contents_add(pikepdf.Stream(out, b"q\n"), prepend=True)
+    page.contents_add(pikepdf.Stream(out, b"Q\n/Artifact <</Type /Pagination>> BDC q BT %s %.1f Tf 0.4 0.4 0.4 rg "
+                                          b"1 0 0 1 %.2f %.2f Tm (%s) Tj ET Q EMC\n" % (
+        str(name).encode(), NUMBER_SIZE_PT, x, NUMBER_BASELINE_PT, text.encode())))
 
 
-@dataclass
-class _Pdf:
-    objects: dict[int, bytes]   # number -> body between "N 0 obj" and "endobj" (exclusive)
-    root: int
-    info: int | None
-
-    def dict_of(self, num: int) -> bytes:
-        body = self.objects[num]
-        m = _STREAM.search(body)
-        return body[: m.start() + 2] if m else body
+def _link_target(url: str, index: dict[str, int]) -> str | None:
+    """The joined PDF's destination name for a link to a printed page (a file:// URL of the built
+    site, with or without an anchor), or None for a link that leaves the book."""
+    parts = urlsplit(url)
+    target = index.get(Path(unquote(parts.path)).name)
+    if parts.scheme != "file" or target is None:
+        return None
+    return f"p{target}-{unquote(parts.fragment) or 'page-start'}"
 
 
-def _parse(data: bytes) -> _Pdf:
-    """A PDF 1.4 file with a classic xref table (what Skia writes)."""
-    if not data.startswith(b"%PDF-"):
-        raise ValueError("not a PDF")
-    startxref = int(re.findall(rb"startxref\s+(\d+)", data)[-1])
-    if not data[startxref:].startswith(b"xref"):
-        raise ValueError("xref streams are not supported (expected Chromium/Skia output)")
-    trailer = data[data.index(b"trailer", startxref):]
-    root = int(re.search(rb"/Root (\d+) 0 R", trailer).group(1))
-    info_m = re.search(rb"/Info (\d+) 0 R", trailer)
-    offsets = {}
-    lines = data[startxref + 4: data.index(b"trailer", startxref)].split()
-    i = 0
-    while i < len(lines):  # subsections: "first count", then count entries "offset gen n|f"
-        first, count = int(lines[i]), int(lines[i + 1])
-        i += 2
-        for j in range(count):
-            off, _gen, kind = lines[i: i + 3]
-            i += 3
-            if kind == b"n":
-                offsets[first + j] = int(off)
-    ordered = sorted(offsets.items(), key=lambda kv: kv[1])
-    objects = {}
-    for i, (num, off) in enumerate(ordered):
-        end = ordered[i + 1][1] if i + 1 < len(ordered) else startxref
-        chunk = data[off:end]
-        head = re.match(rb"\s*(\d+) 0 obj\s*", chunk)
-        if not head or int(head.group(1)) != num:
-            raise ValueError(f"object {num} not at its xref offset")
-        body = chunk[head.end():]
-        body = body[: body.rindex(b"endobj")]
-        objects[num] = body
-    return _Pdf(objects, root, int(info_m.group(1)) if info_m else None)
-
-
-parse_pdf = _parse
-
-
-def stream_data(pdf: _Pdf, num: int) -> bytes:
-    """The decoded data of stream object `num` (Flate or none: what Skia writes)."""
-    body = pdf.objects[num]
-    m = _STREAM.search(body)
-    raw = body[m.end():]
-    length = re.search(rb"/Length (\d+)(?! 0 R)", body[: m.start()])
-    raw = raw[: int(length.group(1))] if length else raw[: raw.rindex(b"endstream")]
-    return zlib.decompress(raw) if b"/FlateDecode" in body[: m.start()] else raw
-
-
-def _renumber(body: bytes, base: int) -> bytes:
-    """Shift every indirect reference in an object's dictionary part (never its stream data)."""
-    m = _STREAM.search(body)
-    head, tail = (body[: m.start()], body[m.start():]) if m else (body, b"")
-    return _REF.sub(lambda r: b"%d 0 R" % (int(r.group(1)) + base), head) + tail
-
-
-def _utf16(text: str) -> bytes:
-    return b"<FEFF" + text.encode("utf-16-be").hex().upper().encode() + b">"
-
-
-def _name_prefix(k: int) -> bytes:
-    return b"p%d-" % k
-
-
-def page_objects(pdf: _Pdf, node: int | None = None) -> list[int]:
-    """The object numbers of a PDF's pages, in page order (a walk of its page tree)."""
-    if node is None:
-        node = int(re.search(rb"/Pages (\d+) 0 R", pdf.dict_of(pdf.root)).group(1))
-    d = pdf.dict_of(node)
-    if re.search(rb"/Type\s*/Pages\b", d):
-        kids = re.search(rb"/Kids\s*\[([^\]]*)\]", d).group(1)
-        return [p for kid in _REF.findall(kids) for p in page_objects(pdf, int(kid))]
-    return [node]
-
-
-def named_destinations(pdf: _Pdf) -> dict[str, tuple[int, bytes]]:
-    """The named destinations of a Chromium-printed PDF: {name: (page object, the whole [..] array)}."""
-    m = re.search(rb"/Dests (\d+) 0 R", pdf.dict_of(pdf.root))
-    if not m:
-        return {}
-    body = pdf.dict_of(int(m.group(1)))
-    return {unquote(name.decode("latin-1")): (int(page), arr)
-            for name, arr, page in re.findall(rb"/([^\s/\[\]<>()]*)\s*(\[\s*(\d+) 0 R[^\]]*\])", body)}
-
-
-def _number_stream(number: int, width: float) -> bytes:
-    """Content that ends the page's own drawing (its `q` opened before it) and writes `number` in the
-    footer, right-aligned at the right margin (Helvetica digits: 0.556 em each)."""
-    text = str(number).encode()
-    x = width - MARGIN_MM["right"] * PT_PER_MM - 0.556 * NUMBER_SIZE_PT * len(text)
-    ops = (b"Q\nq\nBT\n/BLPageNo %.1f Tf\n0.4 0.4 0.4 rg\n1 0 0 1 %.2f %.2f Tm\n(%s) Tj\nET\nQ\n"
-           % (NUMBER_SIZE_PT, x, NUMBER_BASELINE_PT, text))
-    return b"<</Length %d>> stream\n" % len(ops) + ops + b"\nendstream\n"
-
-
-def _with_number(head: bytes, font: int, opener: int, stamp: int, resources: dict[int, bytes]) -> bytes:
-    """A page dictionary whose contents run inside q/Q and then draw the page number (`stamp`), with
-    the number's font among its resources."""
-    head = re.sub(rb"/Contents\s*(?:\[([^\]]*)\]|(\d+ 0 R))",
-                  lambda m: b"/Contents [%d 0 R %s %d 0 R]" % (opener, (m.group(1) or m.group(2)).strip(), stamp),
-                  head, count=1)
-    font_entry = b"/BLPageNo %d 0 R " % font
-    if re.search(rb"/Resources\s*<<", head):
-        if re.search(rb"/Font\s*<<", head):
-            return re.sub(rb"/Font\s*<<", b"/Font <<" + font_entry, head, count=1)
-        return re.sub(rb"/Resources\s*<<", b"/Resources <</Font <<" + font_entry + b">> ", head, count=1)
-    ref = re.search(rb"/Resources\s*(\d+) 0 R", head)
-    if ref:  # shared resources: the numbered page gets its own copy with the font added
-        shared = resources[int(ref.group(1))]
-        body = (re.sub(rb"/Font\s*<<", b"/Font <<" + font_entry, shared, count=1) if b"/Font" in shared
-                else shared.replace(b"<<", b"<</Font <<" + font_entry + b">> ", 1))
-        return head.replace(ref.group(0), b"/Resources " + body.strip(), 1)
-    return head.replace(b"<<", b"<</Resources <</Font <<" + font_entry + b">>>> ", 1)
+def _join_structure(out: pikepdf.Pdf, sources: list[pikepdf.Pdf], starts: list[int]) -> bool:
+    """Put the structure trees of tagged parts (Chromium's `tagged` print: headings, paragraphs, lists,
+    tables, figures with their alternative text) under one StructTreeRoot of the joined PDF, in page
+    order: each part's marked-content keys (/StructParents, /StructParent) move past the previous parts'.
+    Leaves the PDF untagged, and says so (False), if any part has no tree: half a tree misleads a screen
+    reader more than none."""
+    trees = [src.Root.get("/StructTreeRoot") for src in sources]
+    if not trees or any(tree is None for tree in trees):
+        return False
+    root = out.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.StructTreeRoot))
+    kids, parents, offset = pikepdf.Array(), pikepdf.NumberTree.new(out), 0
+    for k, tree in enumerate(trees):
+        tree = out.copy_foreign(tree)   # its /Pg references land on the pages already copied
+        top = tree.get("/K", pikepdf.Array())
+        for element in top if isinstance(top, pikepdf.Array) else [top]:
+            if element.get("/S") == pikepdf.Name.Document:   # the book is the document, a printed page a part
+                element.S = pikepdf.Name.Part
+            kids.append(element)
+        entries = list(pikepdf.NumberTree(tree.ParentTree).items()) if "/ParentTree" in tree else []
+        for key, value in entries:
+            parents[int(key) + offset] = value
+        for page in out.pages[starts[k]:starts[k + 1]]:
+            if "/StructParents" in page.obj:
+                page.obj.StructParents = int(page.obj.StructParents) + offset
+            for annot in page.get("/Annots", []):
+                if "/StructParent" in annot:
+                    annot.StructParent = int(annot.StructParent) + offset
+        for key in ("/RoleMap", "/ClassMap"):
+            if key in tree:
+                merged = root.get(key, pikepdf.Dictionary())
+                for name, value in tree[key].items():
+                    merged[name] = value
+                root[key] = merged
+        offset += max(int(tree.get("/ParentTreeNextKey", 0)), max((int(key) for key, _ in entries), default=-1) + 1)
+    root.K = out.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.StructElem, S=pikepdf.Name.Document,
+                                                  P=root, K=kids))
+    for element in kids:
+        element.P = root.K
+    root.ParentTree = parents.obj
+    root.ParentTreeNextKey = offset
+    out.Root.StructTreeRoot = root
+    out.Root.MarkInfo = pikepdf.Dictionary(Marked=True)
+    return True
 
 
 def merge(parts: list[Part], title: str = BOOK_TITLE, unnumbered: int = 0, contents_page: int | None = None) -> bytes:
-    """Join Chromium-printed PDFs in order: one page tree numbered continuously (every page after the
-    first `unnumbered` carries its number in the footer), one bookmark per part with its sections
-    below it (the first part's bookmark points at `contents_page`, 1-based, if given), named anchors
-    kept per part (prefixed), and links from one part to another (file:// URLs of the built pages)
-    turned into jumps inside the joined PDF."""
-    pdfs = [_parse(p.data) for p in parts]
-    index = {Path(p.doc).name + ".html": k for k, p in enumerate(parts) if p.doc}
-    bases, base = [], 0
-    for pdf in pdfs:
-        bases.append(base)
-        base += max(pdf.objects) + 1
-    nxt = base
-    new_objects: dict[int, bytes] = {}
-
-    def alloc(body: bytes | None = None) -> int:
-        nonlocal nxt
-        nxt += 1
-        if body is not None:
-            new_objects[nxt - 1] = body
-        return nxt - 1
-
-    catalog, pages_root, outlines_root, dests_obj, info_obj = alloc(), alloc(), alloc(), alloc(), alloc()
-    font = alloc(b"<</Type /Font\n/Subtype /Type1\n/BaseFont /Helvetica\n/Encoding /WinAnsiEncoding>>\n")
-    opener = alloc(b"<</Length 2>> stream\nq\n\nendstream\n")
-    kids, items, dest_entries, page_no = [], [], [], 0
-    for k, (pdf, b0) in enumerate(zip(pdfs, bases)):
-        cat = pdf.dict_of(pdf.root)
-        pages = int(re.search(rb"/Pages (\d+) 0 R", cat).group(1))
-        dests = re.search(rb"/Dests (\d+) 0 R", cat)
-        order = page_objects(pdf)
-        numbers = {num: page_no + i + 1 for i, num in enumerate(order)}
-        page_no += len(order)
-        prefix = _name_prefix(k)
-        skip = {pdf.root} | ({pdf.info} if pdf.info is not None else set())
-        for num, body in pdf.objects.items():
-            if num in skip:
-                continue
-            body = _renumber(body, b0)
-            m = _STREAM.search(body)
-            head, tail = (body[: m.start()], body[m.start():]) if m else (body, b"")
-            head = re.sub(rb"/Dest /", b"/Dest /" + prefix, head)
-
-            def link(u: re.Match) -> bytes:
-                url = urlsplit(u.group(1).decode("latin-1"))
-                target = index.get(Path(unquote(url.path)).name)
-                if url.scheme != "file" or target is None:
-                    return u.group(0)
-                anchor = unquote(url.fragment)
-                if anchor and re.fullmatch(r"[A-Za-z0-9_.-]+", anchor):
-                    return b"/S /GoTo /D /" + _name_prefix(target) + anchor.encode()
-                return b"/S /GoTo /D /" + _name_prefix(target) + b"page-start"
-
-            head = re.sub(rb"/S /URI\s*/URI \(([^)]*)\)", link, head)
-            if num == pages:
-                head = head.replace(b"<<", b"<</Parent %d 0 R" % pages_root, 1)
-            if num in numbers and numbers[num] > unnumbered:
-                width = float(re.search(rb"/MediaBox\s*\[\s*[-\d.]+\s+[-\d.]+\s+([-\d.]+)", head).group(1))
-                stamp = alloc(_number_stream(numbers[num], width))
-                head = _with_number(head, font, opener, stamp,
-                                    {n + b0: _renumber(pdf.dict_of(n), b0) for n in _ref_targets(head, b0)})
-            new_objects[num + b0] = head + tail
-        kids.append(pages + b0)
-        part_dests = named_destinations(pdf)
-        if dests:
-            entries = _renumber(pdf.dict_of(int(dests.group(1))), b0).strip()
-            entries = entries.removeprefix(b"<<").removesuffix(b">>")
-            dest_entries.append(re.sub(rb"(^|\n)/", lambda m: m.group(1) + b"/" + prefix, entries))
-            new_objects.pop(int(dests.group(1)) + b0, None)
-        first_page = order[0] + b0
-        dest_entries.append(b"/" + prefix + b"page-start [%d 0 R /XYZ null null null]" % first_page)
-        mark_page = order[contents_page - 1] + b0 if (k == 0 and contents_page) else first_page
-        children = [(heading, _renumber(part_dests[anchor][1], b0))
-                    for anchor, heading in parts[k].sections if anchor in part_dests]
-        items.append((alloc(), parts[k].title, b"[%d 0 R /XYZ null null null]" % mark_page, children))
-    for i, (item, text, dest, children) in enumerate(items):
-        links = b"/Prev %d 0 R\n" % items[i - 1][0] if i else b""
-        links += b"/Next %d 0 R\n" % items[i + 1][0] if i + 1 < len(items) else b""
-        kids_nums = [alloc() for _ in children]
-        for j, ((heading, cdest), cnum) in enumerate(zip(children, kids_nums)):
-            clinks = b"/Prev %d 0 R\n" % kids_nums[j - 1] if j else b""
-            clinks += b"/Next %d 0 R\n" % kids_nums[j + 1] if j + 1 < len(kids_nums) else b""
-            new_objects[cnum] = (b"<</Title " + _utf16(heading) + b"\n/Parent %d 0 R\n" % item + clinks
-                                 + b"/Dest " + cdest + b">>\n")
-        sub = (b"/First %d 0 R\n/Last %d 0 R\n/Count -%d\n" % (kids_nums[0], kids_nums[-1], len(kids_nums))
-               if kids_nums else b"")
-        new_objects[item] = (b"<</Title " + _utf16(text) + b"\n/Parent %d 0 R\n" % outlines_root + links
-                             + sub + b"/Dest " + dest + b">>\n")
-    new_objects[outlines_root] = b"<</Type /Outlines\n/First %d 0 R\n/Last %d 0 R\n/Count %d>>\n" % (
-        items[0][0], items[-1][0], len(items))
-    new_objects[pages_root] = b"<</Type /Pages\n/Kids [%s]\n/Count %d>>\n" % (
-        b" ".join(b"%d 0 R" % p for p in kids), page_no)
-    new_objects[dests_obj] = b"<<" + b"\n".join(dest_entries) + b">>\n"
-    new_objects[catalog] = (b"<</Type /Catalog\n/Pages %d 0 R\n/Outlines %d 0 R\n/Dests %d 0 R\n"
-                            b"/PageMode /UseOutlines\n/Lang (zh-CN)>>\n" % (pages_root, outlines_root, dests_obj))
-    new_objects[info_obj] = b"<</Title " + _utf16(title) + b"\n/Producer (booktools.pdf + Skia/PDF)>>\n"
-
-    out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-    offsets = {}
-    for num in sorted(new_objects):
-        offsets[num] = len(out)
-        out += b"%d 0 obj\n" % num + new_objects[num] + (b"" if new_objects[num].endswith(b"\n") else b"\n") + b"endobj\n"
-    size = nxt
-    xref = len(out)
-    out += b"xref\n0 %d\n" % size
-    for num in range(size):
-        out += (b"%010d 00000 n \n" % offsets[num]) if num in offsets else b"0000000000 65535 f \n"
-    out += b"trailer\n<</Size %d\n/Root %d 0 R\n/Info %d 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (
-        size, catalog, info_obj, xref)
-    return bytes(out)
-
-
-def _ref_targets(head: bytes, base: int) -> list[int]:
-    """The original numbers of a renumbered page's /Resources reference (empty if inline)."""
-    m = re.search(rb"/Resources\s*(\d+) 0 R", head)
-    return [int(m.group(1)) - base] if m else []
+    """Join Chromium-printed PDFs in order (pikepdf): one page tree numbered continuously (every page
+    after the first `unnumbered` carries its number in the footer), one bookmark per part with its
+    sections below it (the first part's bookmark points at `contents_page`, 1-based, if given), named
+    anchors kept per part (prefixed `p<k>-`), links from one part to another (file:// URLs of the built
+    pages) turned into jumps inside the joined PDF, the parts' structure trees joined (tagged PDF), and
+    the book's title, language and licence."""
+    buf = io.BytesIO()
+    with contextlib.ExitStack() as stack:
+        sources = [stack.enter_context(_open(p.data)) for p in parts]
+        out = stack.enter_context(pikepdf.new())
+        index = {Path(p.doc).name + ".html": k for k, p in enumerate(parts) if p.doc}
+        dests: dict[str, tuple[int, list]] = {}
+        starts: list[int] = []
+        for k, src in enumerate(sources):
+            starts.append(len(out.pages))
+            dests[f"p{k}-page-start"] = (starts[k], [pikepdf.Name.XYZ, None, None, None])
+            for name, (i, rest) in named_destinations(src).items():
+                dests[f"p{k}-{name}"] = (starts[k] + i, rest)
+            with warnings.catch_warnings():   # pikepdf warns that names are not carried: they are, above
+                warnings.simplefilter("ignore", pikepdf.PageCopyWarning)
+                out.pages.extend(src.pages)
+        starts.append(len(out.pages))
+        for k in range(len(parts)):
+            for page in out.pages[starts[k]:starts[k + 1]]:
+                for annot in page.get("/Annots", []):
+                    if isinstance(annot.get("/Dest"), pikepdf.Name):   # an anchor on the same printed page
+                        annot.Dest = pikepdf.String(f"p{k}-{unquote(str(annot.Dest)[1:])}")
+                    action = annot.get("/A")
+                    if action is not None and action.get("/S") == pikepdf.Name.URI:
+                        target = _link_target(str(action.URI), index)
+                        if target is not None:
+                            annot.A = pikepdf.Dictionary(S=pikepdf.Name.GoTo, D=pikepdf.String(target))
+        _join_structure(out, sources, starts)
+        tree = pikepdf.NameTree.new(out)
+        for name, (i, rest) in dests.items():
+            tree[name] = out.make_indirect(pikepdf.Array([out.pages[i].obj, *rest]))
+        out.Root.Names = pikepdf.Dictionary(Dests=tree.obj)
+        font = out.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1,
+                                                    BaseFont=pikepdf.Name.Helvetica,
+                                                    Encoding=pikepdf.Name.WinAnsiEncoding))
+        for number, page in enumerate(out.pages, start=1):
+            if number > unnumbered:
+                _stamp_number(out, page, number, font)
+        with out.open_outline() as outline:
+            for k, part in enumerate(parts):
+                first = starts[k] + (contents_page - 1 if k == 0 and contents_page else 0)
+                item = pikepdf.OutlineItem(part.title, first)
+                for anchor, heading in part.sections:
+                    if f"p{k}-{anchor}" in dests:
+                        item.children.append(pikepdf.OutlineItem(heading, pikepdf.String(f"p{k}-{anchor}")))
+                item.is_closed = True
+                outline.root.append(item)
+        out.Root.PageMode = pikepdf.Name.UseOutlines
+        out.Root.Lang = pikepdf.String("zh-CN")
+        with out.open_metadata(set_pikepdf_as_editor=False) as meta:
+            meta["dc:title"] = title
+            meta["dc:language"] = ["zh-CN"]
+            meta["dc:rights"] = LICENCE
+        out.docinfo["/Title"] = title
+        out.docinfo["/Producer"] = f"booktools.pdf (pikepdf {pikepdf.__version__}) + Skia/PDF"
+        fix_to_unicode(out)   # the text a reader copies is the text the page means (booktools.pdf_text)
+        out.save(buf)
+    return buf.getvalue()
 
 
 # ----------------------------------------------------------------------------- reading back
 def page_count(data: bytes) -> int:
-    """The number of pages (the page tree's count)."""
-    pdf = _parse(data)
-    return int(re.search(rb"/Count (\d+)", pdf.dict_of(int(re.search(rb"/Pages (\d+) 0 R",
-                                                                        pdf.dict_of(pdf.root)).group(1)))).group(1))
+    """The number of pages."""
+    with _open(data) as pdf:
+        return len(pdf.pages)
 
 
 @dataclass
@@ -542,33 +465,25 @@ class Bookmark:
 
 def outline(data: bytes) -> list[Bookmark]:
     """The bookmarks of a PDF, as a tree (explicit destinations and named ones both resolved to pages)."""
-    pdf = _parse(data)
-    cat = pdf.dict_of(pdf.root)
-    root = re.search(rb"/Outlines (\d+) 0 R", cat)
-    if not root:
-        return []
-    numbers = {num: i + 1 for i, num in enumerate(page_objects(pdf))}
-    names = named_destinations(pdf)
+    with _open(data) as pdf:
+        where, names = _page_index(pdf), named_destinations(pdf)
 
-    def page_of(d: bytes) -> int | None:
-        m = re.search(rb"/Dest\s*\[\s*(\d+) 0 R", d)
-        if m:
-            return numbers.get(int(m.group(1)))
-        m = re.search(rb"/Dest\s*/([^\s/\[\]<>()]+)", d)
-        return numbers.get(names[m.group(1).decode()][0]) if m and m.group(1).decode() in names else None
+        def page_of(item: pikepdf.OutlineItem) -> int | None:
+            dest = item.destination
+            if dest is None and item.action is not None and item.action.get("/S") == pikepdf.Name.GoTo:
+                dest = item.action.D
+            if isinstance(dest, pikepdf.Array) and len(dest):
+                return where[dest[0].objgen] + 1 if dest[0].objgen in where else None
+            if isinstance(dest, (pikepdf.Name, pikepdf.String)):
+                name = unquote(str(dest).removeprefix("/")) if isinstance(dest, pikepdf.Name) else str(dest)
+                return names[name][0] + 1 if name in names else None
+            return None
 
-    def level(first: re.Match | None) -> list[Bookmark]:
-        out, node = [], int(first.group(1)) if first else None
-        while node is not None:
-            d = pdf.dict_of(node)
-            hexed = re.search(rb"/Title <FEFF([0-9A-Fa-f]*)>", d).group(1)
-            out.append(Bookmark(bytes.fromhex(hexed.decode()).decode("utf-16-be"), page_of(d),
-                                level(re.search(rb"/First (\d+) 0 R", d))))
-            m = re.search(rb"/Next (\d+) 0 R", d)
-            node = int(m.group(1)) if m else None
-        return out
+        def level(items) -> list[Bookmark]:
+            return [Bookmark(item.title, page_of(item), level(item.children)) for item in items]
 
-    return level(re.search(rb"/First (\d+) 0 R", pdf.dict_of(int(root.group(1)))))
+        with pdf.open_outline() as tree:
+            return level(tree.root)
 
 
 def outline_titles(data: bytes) -> list[str]:
@@ -576,25 +491,43 @@ def outline_titles(data: bytes) -> list[str]:
     return [b.title for b in outline(data)]
 
 
+def structure_roles(data: bytes) -> Counter:
+    """How many elements of each role (Document, Part, H1, P, Figure …) the PDF's structure tree holds
+    (empty if the PDF is not tagged); an element that marks content on a page the PDF does not hold
+    counts under "lost page"."""
+    roles: Counter = Counter()
+    with _open(data) as pdf:
+        if "/StructTreeRoot" not in pdf.Root:
+            return roles
+        pages = set(_page_index(pdf))
+        todo = [pdf.Root.StructTreeRoot.get("/K")]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, pikepdf.Array):
+                todo.extend(node)
+            elif isinstance(node, pikepdf.Dictionary) and "/S" in node:
+                roles[str(node.S)[1:]] += 1
+                if "/Pg" in node and node.Pg.objgen not in pages:
+                    roles["lost page"] += 1
+                todo.append(node.get("/K"))
+    return roles
+
+
 def embedded_fonts(data: bytes) -> list[str]:
     """The fonts whose glyphs travel in the PDF (subset prefix dropped, sorted): a font file
-    (/FontFile, /FontFile2, /FontFile3) in its descriptor, or a Type3 font, whose glyphs are drawing
-    procedures in the file. Skia writes CFF-based OpenType fonts such as Noto Sans CJK as Type3."""
-    pdf = _parse(data)
-    named, embedded = {}, set()
-    for num in pdf.objects:
-        d = pdf.dict_of(num)
-        if re.search(rb"/Type\s*/FontDescriptor", d):
-            m = re.search(rb"/FontName /([^\s/<>\[\]]+)", d)
-            if m:
-                named[num] = m.group(1).decode("latin-1").split("+")[-1]
-            if re.search(rb"/FontFile[23]? \d+ 0 R", d):
-                embedded.add(num)
-        elif re.search(rb"/Subtype\s*/Type3", d) and b"/CharProcs" in d:
-            m = re.search(rb"/FontDescriptor (\d+) 0 R", d)
-            if m:
-                embedded.add(int(m.group(1)))
-    return sorted({named[n] for n in embedded if n in named})
+    (/FontFile, /FontFile2, /FontFile3) in its descriptor, or a Type 3 font, whose glyphs are drawing
+    procedures in the file. Skia writes CFF-based OpenType fonts such as Noto Sans CJK as Type 3."""
+    names = set()
+    with _open(data) as pdf:
+        for obj in pdf.objects:
+            if not isinstance(obj, pikepdf.Dictionary) or obj.get("/Type") != pikepdf.Name.Font:
+                continue
+            descriptors = [obj.get("/FontDescriptor")] + [d.get("/FontDescriptor") for d in obj.get("/DescendantFonts", [])]
+            for d in descriptors:
+                if d is not None and "/FontName" in d and (
+                        obj.get("/Subtype") == pikepdf.Name.Type3 or any(k in d for k in FONT_FILES)):
+                    names.add(str(d.FontName)[1:].split("+")[-1])
+    return sorted(names)
 
 
 def build(html: Path, out: Path) -> tuple[int, float]:

@@ -1,369 +1,108 @@
-"""Read a printed PDF back as a reader sees its pages, without a PDF library: where each page puts ink,
-its text lines, its page number, its empty stretches and its empty boxes.
+"""Read a printed PDF back as a reader sees its pages, through pdfplumber (pdfminer.six): where each
+page puts ink, its text lines, its page number, its empty stretches and its empty boxes.
 
-`booktools.pdf` prints the book with Chromium (Skia writes PDF 1.4: classic xref, Flate streams,
-Type3/Type0 fonts with ToUnicode maps); this module interprets each page's content stream (the
-graphics state, text positioning, paths, images and form XObjects) and records a box for every mark
-that is not white. The checks of the book's PDF (tests/test_page_pdf.py) are built on it:
+`booktools.pdf` prints the book with Chromium and joins it with pikepdf; this module asks pdfplumber
+for every character, rectangle, line, curve and image of a page (form XObjects included) and keeps a
+box for each that is not white. The checks of the book's PDF (tests/test_page_pdf.py) are built on it:
 
 - `blank_fraction()`: how much of the page's body (inside the print margins) is empty bands taller
   than `GAP_PT`; a page that stops halfway has about 0.5;
 - `empty_boxes()`: drawn boxes (a code block's background, an output frame) wide enough to hold a line
   and with no text or image inside;
-- `lines()`: the page's text, one string per baseline, which the page-number, title-page and contents
-  checks read.
+- `Page.lines()`: the page's text, one string per line (pdfplumber's own line grouping), which the
+  page-number, title-page and contents checks read.
 """
 from __future__ import annotations
 
+import io
+import logging
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from functools import cached_property
+from typing import Any
 
-from booktools.pdf import parse_pdf, stream_data
+import pdfplumber
+from pdfplumber.utils import extract_text
 
 GAP_PT = 36.0        # a vertical gap taller than half an inch counts as blank (paragraph gaps are ~12 pt)
-WHITE = 0.985        # a fill this light on every channel is paper, not a box
+WHITE = 0.985        # a colour this light on every channel is paper, not ink
 
-_TOKEN = re.compile(rb"<<|>>|\[|\]|<[0-9A-Fa-f\s]*>|\((?:\\.|[^\\)])*\)|/[^\s/\[\]()<>{}%]*"
-                    rb"|[-+]?(?:\d+\.?\d*|\.\d+)|[A-Za-z'\"*]+[0-9]?|%[^\n]*")
-_NUM = re.compile(rb"[-+]?(?:\d+\.?\d*|\.\d+)$")
+# pdfminer logs a warning per glyph of a font without a /FontBBox (Skia's Type 3 fonts): not our concern
+logging.getLogger("pdfminer").setLevel(logging.ERROR)
 
 
 @dataclass(frozen=True)
 class Mark:
     """Something drawn: kind ("text", "path", "image"), its box in top-down page points, and for
-    text the characters it shows; `filled` says whether a path is a filled area (not a stroke)."""
+    text the character it shows; `filled` says whether a path is a filled area (not a stroke)."""
     kind: str
     x0: float
     y0: float
     x1: float
     y1: float
     text: str = ""
-    size: float = 0.0
     filled: bool = False
 
 
 @dataclass
 class Page:
-    number: int                 # 1-based position in the file
+    """One page: its 1-based position in the file, its size in points, its marks and the characters
+    (pdfplumber's dictionaries) that make its text."""
+    number: int
     width: float
     height: float
     marks: list[Mark] = field(default_factory=list)
-
-    @cached_property
-    def text_marks(self) -> list[Mark]:
-        return [m for m in self.marks if m.kind == "text"]
+    chars: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def lines(self, top: float = 0.0, bottom: float | None = None) -> list[str]:
-        """The text drawn between `top` and `bottom` (points from the top), one string per baseline,
-        top to bottom, characters left to right (a space where glyphs are far apart)."""
+        """The text whose baseline lies between `top` and `bottom` (points from the top), one string per
+        line, top to bottom (pdfplumber joins the characters and puts a space where they are far apart)."""
         bottom = self.height if bottom is None else bottom
-        glyphs = sorted((m for m in self.text_marks if top <= m.y1 and m.y0 <= bottom and m.text),
-                        key=lambda m: (m.y1, m.x0))
-        rows: list[list[Mark]] = []
-        for g in glyphs:
-            if rows and abs(rows[-1][0].y1 - g.y1) <= 0.35 * max(g.size, rows[-1][0].size):
-                rows[-1].append(g)
-            else:
-                rows.append([g])
-        out = []
-        for row in rows:
-            row.sort(key=lambda m: m.x0)
-            s, last = "", None
-            for g in row:
-                if last is not None and g.x0 - last.x1 > 0.8 * g.size:
-                    s += " "
-                s += g.text
-                last = g
-            out.append(s)
-        return out
+        chars = [c for c in self.chars if top <= c["bottom"] and c["top"] <= bottom]
+        return [line for line in extract_text(chars).splitlines() if line.strip()]
 
     def text(self) -> str:
         return "\n".join(self.lines())
 
 
-# ----------------------------------------------------------------------------- fonts
-def _to_unicode(cmap: bytes) -> tuple[dict[bytes, str], int]:
-    """A ToUnicode CMap as {code bytes: text} and the code length in bytes."""
-    table: dict[bytes, str] = {}
-
-    def uni(h: bytes) -> str:
-        raw = bytes.fromhex(re.sub(rb"\s", b"", h).decode())
-        return raw.decode("utf-16-be", errors="replace")
-
-    nbytes = 1
-    m = re.search(rb"begincodespacerange\s*<([0-9A-Fa-f]+)>", cmap)
-    if m:
-        nbytes = len(m.group(1)) // 2
-    for block in re.findall(rb"beginbfchar(.*?)endbfchar", cmap, re.S):
-        for src, dst in re.findall(rb"<([0-9A-Fa-f]+)>\s*<([0-9A-Fa-f\s]*)>", block):
-            table[bytes.fromhex(src.decode())] = uni(dst)
-    for block in re.findall(rb"beginbfrange(.*?)endbfrange", cmap, re.S):
-        for lo, hi, rest in re.findall(rb"<([0-9A-Fa-f]+)>\s*<([0-9A-Fa-f]+)>\s*(\[[^\]]*\]|<[0-9A-Fa-f]+>)", block):
-            a, b, n = int(lo, 16), int(hi, 16), len(lo) // 2
-            if rest.startswith(b"["):
-                for i, dst in enumerate(re.findall(rb"<([0-9A-Fa-f]+)>", rest)):
-                    table[(a + i).to_bytes(n, "big")] = uni(dst)
-            else:
-                base = bytes.fromhex(rest[1:-1].decode())
-                start = int.from_bytes(base, "big")
-                for i in range(b - a + 1):
-                    table[(a + i).to_bytes(n, "big")] = (start + i).to_bytes(len(base), "big").decode(
-                        "utf-16-be", errors="replace")
-    return table, nbytes
+def _ink(colour: Any) -> bool:
+    """Whether a pdfplumber colour (grey, RGB or CMYK tuple, or a pattern) leaves a mark on white paper."""
+    if not isinstance(colour, (tuple, list)) or not all(isinstance(c, (int, float)) for c in colour):
+        return True   # a pattern or an unknown space: count it as ink
+    if len(colour) == 4:
+        return any(colour)
+    return not all(c >= WHITE for c in colour)
 
 
-@dataclass
-class _Font:
-    table: dict[bytes, str] | None
-    nbytes: int
-
-    def decode(self, s: bytes) -> list[str]:
-        if self.table is None:  # a standard font without a map: its bytes are Latin-1 text
-            return list(s.decode("latin-1"))
-        n = self.nbytes
-        return [self.table.get(s[i:i + n], "\ufffd") for i in range(0, len(s) - n + 1, n)]
-
-
-# ----------------------------------------------------------------------------- interpreting
-def _mul(a, b):
-    """Matrix product a×b of PDF matrices [a b c d e f]."""
-    return [a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
-            a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3],
-            a[4] * b[0] + a[5] * b[2] + b[4], a[4] * b[1] + a[5] * b[3] + b[5]]
-
-
-def _apply(m, x, y):
-    return m[0] * x + m[2] * y + m[4], m[1] * x + m[3] * y + m[5]
-
-
-def _bbox(points):
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    return min(xs), min(ys), max(xs), max(ys)
-
-
-class _Reader:
-    def __init__(self, pdf):
-        self.pdf = pdf
-        self.fonts: dict[int, _Font] = {}
-
-    def _resolve(self, token: bytes):
-        m = re.fullmatch(rb"\s*(\d+) 0 R\s*", token)
-        return int(m.group(1)) if m else None
-
-    def _dict_entries(self, body: bytes, key: bytes) -> dict[bytes, int]:
-        """`/Key <</Name N 0 R ...>>` (inline or by reference) as {name: object number}."""
-        m = re.search(rb"/" + key + rb"\s*(<<(?:[^<>]|<[^<]|>[^>])*>>|\d+ 0 R)", body)
-        if not m:
-            return {}
-        inner = m.group(1)
-        ref = self._resolve(inner)
-        if ref is not None:
-            inner = self.pdf.dict_of(ref)
-        return {k: int(v) for k, v in re.findall(rb"/([^\s/<>\[\]()]+)\s+(\d+) 0 R", inner)}
-
-    def _resources(self, body: bytes) -> bytes:
-        m = re.search(rb"/Resources\s*(\d+) 0 R", body)
-        if m:
-            return self.pdf.dict_of(int(m.group(1)))
-        m = re.search(rb"/Resources\s*<<", body)
-        if not m:
-            return b""
-        depth, i = 0, m.end() - 2
-        while i < len(body):
-            if body.startswith(b"<<", i):
-                depth, i = depth + 1, i + 2
-            elif body.startswith(b">>", i):
-                depth, i = depth - 1, i + 2
-                if depth == 0:
-                    return body[m.end() - 2: i]
-            else:
-                i += 1
-        return body[m.end() - 2:]
-
-    def font(self, num: int) -> _Font:
-        if num not in self.fonts:
-            d = self.pdf.dict_of(num)
-            tu = re.search(rb"/ToUnicode (\d+) 0 R", d)
-            if tu:
-                table, n = _to_unicode(stream_data(self.pdf, int(tu.group(1))))
-                if b"/Type0" in d:
-                    n = 2
-                self.fonts[num] = _Font(table, n)
-            else:
-                self.fonts[num] = _Font(None, 1)
-        return self.fonts[num]
-
-    def run(self, content: bytes, resources: bytes, ctm, marks: list[Mark], height: float, depth: int = 0):
-        fonts = self._dict_entries(resources, b"Font")
-        xobjects = self._dict_entries(resources, b"XObject")
-        stack = []
-        gs = {"ctm": ctm, "fill": (0.0,), "stroke": (0.0,)}
-        saved = []
-        path: list[tuple[float, float]] = []
-        tm = tlm = [1, 0, 0, 1, 0, 0]
-        font, size, leading = None, 0.0, 0.0
-        actual: list | None = None   # [text, shown?] inside a /Span <</ActualText ...>> BDC
-
-        def add(kind, pts, text="", sz=0.0, filled=False):
-            x0, y0, x1, y1 = _bbox(pts)
-            marks.append(Mark(kind, x0, height - y1, x1, height - y0, text, sz, filled))
-
-        def white(colour) -> bool:
-            return len(colour) in (1, 3) and all(c >= WHITE for c in colour)
-
-        def show(s: bytes):
-            nonlocal tm
-            if font is None:
-                return
-            chars = font.decode(s)
-            nonlocal actual
-            if actual is not None:
-                chars = [actual[0] if not actual[1] else ""] + [""] * (len(chars) - 1)
-                actual[1] = True
-            m = _mul(tm, gs["ctm"])
-            scale = (abs(m[2]) ** 2 + abs(m[3]) ** 2) ** 0.5 * size
-            w = 0.55 * size * max(1, len(chars))
-            pts = [_apply(m, x, y) for x in (0, w) for y in (-0.2 * size, 0.85 * size)]
-            text = "".join(chars)
-            if text.strip() and not white(gs["fill"]):
-                add("text", pts, text, scale)
-            tm = _mul([1, 0, 0, 1, w, 0], tm)
-
-        for tok in _TOKEN.findall(content):
-            if tok.startswith(b"%"):
-                continue
-            if _NUM.match(tok) or tok[:1] in b"/<([]" or tok == b">>":
-                stack.append(tok)
-                continue
-            op, args = tok, stack
-            stack = []
-            try:
-                nums = [float(a) for a in args if _NUM.match(a)]
-                if op == b"q":
-                    saved.append(dict(gs))
-                elif op == b"Q":
-                    gs = saved.pop() if saved else gs
-                elif op == b"cm":
-                    gs["ctm"] = _mul(nums[-6:], gs["ctm"])
-                elif op in (b"rg", b"g", b"k", b"sc", b"scn"):
-                    gs["fill"] = tuple(nums) if op != b"k" else (0.0,) if any(nums) else (1.0,)
-                elif op in (b"RG", b"G", b"K", b"SC", b"SCN"):
-                    gs["stroke"] = tuple(nums)
-                elif op == b"BT":
-                    tm = tlm = [1, 0, 0, 1, 0, 0]
-                elif op == b"Tf":
-                    font = self.font(fonts[args[0][1:]]) if args[0][1:] in fonts else _Font(None, 1)
-                    size = nums[-1]
-                elif op == b"Tm":
-                    tm = tlm = nums[-6:]
-                elif op in (b"Td", b"TD"):
-                    tm = tlm = _mul([1, 0, 0, 1, nums[-2], nums[-1]], tlm)
-                    if op == b"TD":
-                        leading = -nums[-1]
-                elif op == b"TL":
-                    leading = nums[-1]
-                elif op == b"T*":
-                    tm = tlm = _mul([1, 0, 0, 1, 0, -leading], tlm)
-                elif op in (b"Tj", b"'", b'"'):
-                    if op != b"Tj":
-                        tm = tlm = _mul([1, 0, 0, 1, 0, -leading], tlm)
-                    show(_string(args[-1]))
-                elif op == b"TJ":
-                    show(b"".join(_string(a) for a in args if a[:1] in b"<("))
-                elif op == b"BDC":
-                    m = re.search(rb"/ActualText\s*<FEFF([0-9A-Fa-f]*)>", b" ".join(args))
-                    actual = [bytes.fromhex(m.group(1).decode()).decode("utf-16-be", "replace"), False] if m else None
-                elif op == b"EMC":
-                    actual = None
-                elif op == b"m" or op == b"l":
-                    path.append(_apply(gs["ctm"], nums[-2], nums[-1]))
-                elif op == b"c":
-                    path += [_apply(gs["ctm"], nums[i], nums[i + 1]) for i in (0, 2, 4)]
-                elif op in (b"v", b"y"):
-                    path += [_apply(gs["ctm"], nums[i], nums[i + 1]) for i in (0, 2)]
-                elif op == b"re":
-                    x, y, w, h = nums[-4:]
-                    path += [_apply(gs["ctm"], x + dx, y + dy) for dx in (0, w) for dy in (0, h)]
-                elif op in (b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*", b"S", b"s", b"n"):
-                    if path and op != b"n":
-                        filled = op not in (b"S", b"s")
-                        colour = gs["fill"] if filled else gs["stroke"]
-                        if not white(colour):
-                            add("path", path, filled=filled)
-                    path = []
-                elif op == b"Do":
-                    num = xobjects.get(args[-1][1:])
-                    if num is not None and depth < 8:
-                        d = self.pdf.dict_of(num)
-                        if b"/Image" in d:
-                            add("image", [_apply(gs["ctm"], x, y) for x in (0, 1) for y in (0, 1)])
-                        elif b"/Form" in d:
-                            matrix = re.search(rb"/Matrix\s*\[([^\]]*)\]", d)
-                            fm = [float(v) for v in matrix.group(1).split()] if matrix else [1, 0, 0, 1, 0, 0]
-                            self.run(stream_data(self.pdf, num), self._resources(d) or resources,
-                                     _mul(fm, gs["ctm"]), marks, height, depth + 1)
-            except (IndexError, ValueError, KeyError):
-                continue  # a malformed operator draws nothing we can place
-
-
-def _string(tok: bytes) -> bytes:
-    if tok.startswith(b"<"):
-        return bytes.fromhex(re.sub(rb"\s", b"", tok[1:-1]).decode())
-    if tok.startswith(b"("):
-        body = tok[1:-1]
-        return re.sub(rb"\\([\\()])", rb"\1", body)
-    return b""
-
-
-def page_objects(pdf) -> list[tuple[int, bytes]]:
-    """(object number, resources) of every page in page-tree order, resources inherited."""
-    cat = pdf.dict_of(pdf.root)
-    out = []
-
-    def walk(num: int, inherited: bytes):
-        d = pdf.dict_of(num)
-        res = _Reader(pdf)._resources(d) or inherited
-        if re.search(rb"/Type\s*/Pages\b", d):
-            for kid in re.findall(rb"(\d+) 0 R", re.search(rb"/Kids\s*\[([^\]]*)\]", d).group(1)):
-                walk(int(kid), res)
-        else:
-            out.append((num, res))
-
-    walk(int(re.search(rb"/Pages (\d+) 0 R", cat).group(1)), b"")
+def _page(number: int, page: pdfplumber.page.Page) -> Page:
+    out = Page(number, float(page.width), float(page.height))
+    for c in page.chars:
+        if c["text"].strip() and _ink(c.get("non_stroking_color")):
+            # a line is its characters' baseline: pdfminer's boxes hang from each font's descent and
+            # ascent, which puts the Latin, Chinese and formula characters of one heading points apart
+            baseline = out.height - c["matrix"][5]
+            out.chars.append({**c, "top": baseline, "doctop": baseline, "bottom": baseline})
+            out.marks.append(Mark("text", c["x0"], c["top"], c["x1"], c["bottom"], c["text"]))
+    for obj in page.rects + page.lines + page.curves:
+        filled = bool(obj.get("fill"))
+        if _ink(obj.get("non_stroking_color") if filled else obj.get("stroking_color")):
+            out.marks.append(Mark("path", obj["x0"], obj["top"], obj["x1"], obj["bottom"], filled=filled))
+    for img in page.images:
+        out.marks.append(Mark("image", img["x0"], img["top"], img["x1"], img["bottom"]))
     return out
 
 
 def read_pages(data: bytes, numbers: list[int] | None = None) -> list[Page]:
     """Every page of a PDF (or only the 1-based `numbers`) with its marks."""
-    pdf = parse_pdf(data)
-    reader = _Reader(pdf)
-    pages = []
-    for i, (num, res) in enumerate(page_objects(pdf), start=1):
-        if numbers is not None and i not in numbers:
-            continue
-        d = pdf.dict_of(num)
-        box = [float(v) for v in re.search(rb"/MediaBox\s*\[([^\]]*)\]", d).group(1).split()]
-        width, height = box[2] - box[0], box[3] - box[1]
-        contents = re.search(rb"/Contents\s*(\[[^\]]*\]|\d+ 0 R)", d)
-        streams = [int(n) for n in re.findall(rb"(\d+) 0 R", contents.group(1))] if contents else []
-        content = b"\n".join(stream_data(pdf, n) for n in streams)
-        page = Page(i, width, height)
-        reader.run(content, res, [1, 0, 0, 1, -box[0], -box[1]], page.marks, height)
-        pages.append(page)
-    return pages
+    with pdfplumber.open(io.BytesIO(data)) as pdf:
+        return [_page(i, p) for i, p in enumerate(pdf.pages, start=1) if numbers is None or i in numbers]
 
 
 # ----------------------------------------------------------------------------- checks
-def body_band(page: Page, top_pt: float, bottom_pt: float) -> tuple[float, float]:
-    return top_pt, page.height - bottom_pt
-
-
 def blank_fraction(page: Page, top_pt: float, bottom_pt: float, gap: float = GAP_PT) -> float:
     """The share of the page's body (between the top and bottom print margins) that lies in empty
     horizontal bands taller than `gap` points: 0 for a full page, about 0.5 for one that stops halfway."""
-    y_top, y_bottom = body_band(page, top_pt, bottom_pt)
+    y_top, y_bottom = top_pt, page.height - bottom_pt
     spans = sorted((max(m.y0, y_top), min(m.y1, y_bottom)) for m in page.marks
                    if m.y1 > y_top and m.y0 < y_bottom and m.x1 > 0 and m.x0 < page.width)
     empty, cursor = 0.0, y_top
@@ -394,7 +133,8 @@ def empty_boxes(page: Page, min_width: float | None = None, min_height: float = 
 
 # ----------------------------------------------------------------------------- the book's checks
 def _plain(text: str) -> str:
-    """Text as compared across the PDF: NFKC (ligatures such as ﬁ split), no whitespace."""
+    """Text as compared across the PDF: NFKC (ligatures such as ﬁ split, the Kangxi radicals some
+    fonts map their glyphs to read as the ordinary characters), no whitespace."""
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
 
 
