@@ -484,7 +484,7 @@ def test_n_head_plans_the_32_head_variant_with_tensor_parallel_2(capsys):
     expected = plan_report(replanned(replace(CASE_STUDY.job, model=REPLAN_MODEL, micro_batch_size=2), 2))
     assert out == json.loads(json.dumps(expected))  # the chapter's job, field by field
     assert main(["plan", *VARIANT]) == 0
-    assert "gpt2-xl（48 层，宽度 1,600，32 个注意力头；1,557,611,200 个参数）" in capsys.readouterr().out
+    assert "gpt2-xl（48 层，宽度 1600，32 个注意力头；1,557,611,200 个参数）" in capsys.readouterr().out
     assert run_json([*CASE, "--micro-batch", "2"], capsys)["n_head"] == 25  # the preset's own, in the JSON too
     # without --n-head the same line is gpt2-xl's 25 heads, which t = 2 cannot split
     assert main(["plan", *[a for a in VARIANT if a not in ("--n-head", "32")]]) == 2
@@ -497,7 +497,7 @@ def test_tune_and_pipeline_take_n_head_and_report_it(command, capsys):
     out = run_json([command, *VARIANT, *extra, "--json"], capsys)
     assert out["n_head"] == 32 and out["tensor_parallel"] == 2
     assert main([command, *VARIANT, *extra]) == 0
-    assert "gpt2-xl（48 层，宽度 1,600，32 个注意力头）" in capsys.readouterr().out
+    assert "gpt2-xl（48 层，宽度 1600，32 个注意力头）" in capsys.readouterr().out
 
 
 def test_n_head_lets_a_width_the_presets_heads_do_not_divide(capsys):

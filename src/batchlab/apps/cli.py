@@ -32,7 +32,7 @@ from batchlab.formulas.job import Job
 from batchlab.formulas.pipeline_schedules import BACKWARD_PER_FORWARD, SCHEDULES, pipeline_timeline, simulable
 from batchlab.formulas.precision import element_bytes
 from batchlab.formulas.roofline import matmul_flops
-from batchlab.page.numbers import count, estimate, percent, ratio, seconds, series, size
+from batchlab.page.numbers import Formatted, count, estimate, percent, ratio, seconds, series, size
 from batchlab.ui.tables import text_table
 
 __all__ = ["main", "build_parser", "COMMANDS", "CLI_BENCH_SECONDS", "LOCAL_SCHEDULES", "MODELLED", "run_refusal"]
@@ -165,7 +165,7 @@ def _bench_matmul(args: argparse.Namespace) -> dict:
 def _bench_matmul_text(report: dict) -> str:
     # The first line's "device" and the header's "of best" are what tests/test_matmul_bench.py reads.
     table = text_table(["m", "k", "n", "每次耗时", "TFLOP/s", "波动（最慢/最快）", "of best（占最快）"],
-                       [[count(row["m"]), count(row["k"]), count(row["n"]), seconds(row["seconds"]),
+                       [[Formatted(str(row["m"])), Formatted(str(row["k"])), Formatted(str(row["n"])), seconds(row["seconds"]),
                          estimate(row["tflops"]), ratio(spread), percent(fraction)]
                         for row, spread, fraction in zip(report["results"], report["spread"], report["fraction_of_best"])])
     return "\n".join([f"device  {report['device']}（{report['device_name']}），{report['dtype']}，每个 m 采样 "
@@ -287,7 +287,7 @@ def _pipeline_text(report: dict) -> str:
         *([("说明", report["modelled"])] if report["modelled"] else []),
         ("调度", f"{job_commands.schedule_name(report['schedule'], v)}（{run}），{count(p)} 个流水线阶段，"
                f"{count(report['num_microbatches'])} 个微批次"),
-        ("作业", f"{report['model']}（{job_commands.model_shape(report)}），序列长度 {count(report['seq_len'])}，"
+        ("作业", f"{report['model']}（{job_commands.model_shape(report)}），序列长度 {report['seq_len']}，"
                f"全局批大小 {count(report['global_batch'])} = {count(report['data_parallel'])} 路数据并行 × "
                f"{count(report['num_microbatches'])} 个微批次 × 每个 {count(report['micro_batch_size'])} 个序列"
                + "".join(f"，{text}" for text in parallel) + ("，序列并行" if report["sequence_parallel"] else "")),

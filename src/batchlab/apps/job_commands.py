@@ -139,9 +139,10 @@ def _job_summary(job: Job) -> dict:
 
 
 def model_shape(report: dict) -> str:
-    """A report's model shape as the text reports write it: ``48 层，宽度 1,600，32 个注意力头`` (an override of
-    ``--n-layer``, ``--d-model`` or ``--n-head`` keeps the preset's name, so the shape says which variant ran)."""
-    return f"{count(report['n_layer'])} 层，宽度 {count(report['d_model'])}，{count(report['n_head'])} 个注意力头"
+    """A report's model shape as the text reports write it, dimensions as the book writes them (h = 1600):
+    ``48 层，宽度 1600，32 个注意力头`` (an override of ``--n-layer``, ``--d-model`` or ``--n-head`` keeps the preset's
+    name, so the shape says which variant ran)."""
+    return f"{report['n_layer']} 层，宽度 {report['d_model']}，{report['n_head']} 个注意力头"
 
 
 def report_lines(rows: Sequence[tuple[str, str]]) -> list[str]:
@@ -388,7 +389,7 @@ def tune_text(report: dict) -> str:
         tail.append(("未搜索", f"{'、'.join(report['schedules_not_searched'])}：这么多流水线阶段和微批次大小下，"
                              "从调度顺序读出它们的显存太费时"))
     return "\n".join([*report_lines([
-        ("模型", f"{report['model']}（{model_shape(report)}），序列长度 {count(report['seq_len'])}，"
+        ("模型", f"{report['model']}（{model_shape(report)}），序列长度 {report['seq_len']}，"
                f"全局批大小 {count(report['global_batch'])}，设备数 {devices_text(report)}"),
         ("显存", f"{_memory_settings(report)}，每张卡 {size(report['device_memory_bytes'])}"),
         ("设备", f"{device['name']}：{flops_rate(device['peak_flops'])}，{estimate(device['memory_bandwidth'] / 1e12)} TB/s"),
