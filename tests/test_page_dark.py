@@ -122,8 +122,9 @@ def test_the_light_chart_on_the_dark_page_fails_the_check(browser, chapter_chart
 
 # ----------------------------------------------------------------------------- the built book, in Chromium
 @pytest.fixture(scope="module")
-def served(built):
-    with chromium.launch(loopback=True) as b, chromium.serve(built.html) as origin:
+def served(built, browser):
+    # a second browser on the first one's Playwright driver (the sync API allows one per thread)
+    with chromium.launch(loopback=True, beside=browser) as b, chromium.serve(built.html) as origin:
         yield b, origin
 
 

@@ -45,9 +45,30 @@
     return loadScript(ROOT + "echarts/echarts.common.min.js").then(function () { return window.echarts; });
   }
 
+  // The service worker (book/_js/live-sw.js, at the site's root) keeps the runtime for the reader's next
+  // page. It is registered as the page starts; the runtime is fetched once it controls the page (at most
+  // SW_WAIT_MS later), so that even the first page's download is kept.
+  var SW_WAIT_MS = 3000;
+  var serviceWorker = null; // a Promise, resolved when the page is controlled (or it will not be)
+  function registerServiceWorker() {
+    if (serviceWorker) return serviceWorker;
+    var sw = navigator.serviceWorker;
+    if (!sw || !window.isSecureContext || location.protocol === "file:") {
+      serviceWorker = Promise.resolve();
+      return serviceWorker;
+    }
+    serviceWorker = new Promise(function (resolve) {
+      if (sw.controller) { resolve(); return; }
+      sw.addEventListener("controllerchange", function () { resolve(); });
+      setTimeout(resolve, SW_WAIT_MS);
+      sw.register(new URL("../../bl-live-sw.js", ROOT).href).catch(function () { resolve(); });
+    });
+    return serviceWorker;
+  }
+
   function startRuntime() {
     if (runtime) return runtime;
-    runtime = Promise.all([
+    runtime = registerServiceWorker().then(function () { return Promise.all([
       loadScript(ROOT + "pyodide/pyodide.js").then(function () {
         return window.loadPyodide({ indexURL: ROOT + "pyodide/" });
       }),
@@ -56,7 +77,7 @@
         return r.arrayBuffer();
       }),
       loadEcharts(),
-    ]).then(function (parts) {
+    ]); }).then(function (parts) {
       var py = parts[0];
       echarts = parts[2];
       py.unpackArchive(parts[1], "zip", { extractDir: "/home/pyodide/live" });
@@ -91,6 +112,12 @@
 
   var uid = 0;
 
+  // A phone's column (book/_static/live.css lays controls out one a row below this width) is too narrow for a
+  // drop-down of long options (「16 位混合精度（bf16/fp16 计算，fp32 主权重）」 was cut): a choice of at most
+  // FEW_CHOICES options is drawn there as buttons, each option whole.
+  var FEW_CHOICES = 4;
+  function narrowScreen() { return !!window.matchMedia && window.matchMedia("(max-width: 600px)").matches; }
+
   /* One control from its declaration (batchlab.page.spec.Control); onChange(value) on a change. */
   function makeControl(c, value, onChange) {
     var id = "bl-live-" + (++uid);
@@ -121,7 +148,7 @@
       row.appendChild(input);
       row.appendChild(readout);
       return row;
-    } else if (c.kind === "choice") {
+    } else if (c.kind === "choice" && !(c.options.length <= FEW_CHOICES && narrowScreen())) {
       input = el("select", { id: id });
       c.options.forEach(function (o, i) {
         var opt = el("option", { value: String(i) }, o[0]);
@@ -129,7 +156,7 @@
         input.appendChild(opt);
       });
       input.addEventListener("change", function () { onChange(c.options[+input.value][1]); });
-    } else { // buttons
+    } else { // buttons (and, on a phone, a choice of a few: its long options whole, not cut in a drop-down)
       input = el("div", { id: id, role: "radiogroup", "aria-label": c.label, "class": "bl-live-buttons" });
       c.options.forEach(function (o) {
         var b = el("button", { type: "button", role: "radio", "aria-checked": String(o[1] === value) }, o[0]);
@@ -290,6 +317,7 @@
   function begin() {
     if (window.matchMedia && window.matchMedia("print").matches) return;
     scan(); // the frozen views are in the page's HTML: every marker is there now
+    if (document.querySelector(MARKER) && typeof WebAssembly === "object") registerServiceWorker();
     prefetch();
     // the reader's switch (the theme's button) or the phone's setting changes the scheme
     if ("MutationObserver" in window) {

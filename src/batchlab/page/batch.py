@@ -58,14 +58,15 @@ def bubble_chart(plan: BatchPlan) -> dict:
         "grid": {"left": 64, "right": 20, "top": 44, "bottom": 48},
         "tooltip": {"trigger": "axis"},
         "xAxis": {"type": "value", "name": "每个副本的微批次数 m", "nameLocation": "middle", "nameGap": 28,
-                  "min": 1, "max": last},
+                  "min": 1, "max": last, "axisLabel": {"hideOverlap": True}},  # 1,000,000 and 2,000,000 on a phone
         "yAxis": {"type": "value", "name": "气泡占比 (%)", "nameLocation": "middle", "nameGap": 40, "min": 0, "max": 100},
         "series": [
             {"type": "line", "name": "(p-1)/(m+p-1)", "showSymbol": False, "color": PALETTE[0],
              "data": [[c, round(100 * bubble_fraction(p, c), 2)] for c in counts]},
             {"type": "scatter", "name": "当前配置", "symbolSize": 12, "color": PALETTE[3],
              "data": [[m, round(100 * plan.bubble_fraction, 2)]],
-             "label": {"show": True, "position": "top", "formatter": f"m = {m}：{percent(plan.bubble_fraction)}"}},
+             "label": {"show": True, "position": "bottom" if plan.bubble_fraction > 0.85 else "top",  # not into the title
+                       "formatter": f"m = {m}：{percent(plan.bubble_fraction)}"}},
         ],
     })
 

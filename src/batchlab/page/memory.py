@@ -6,7 +6,6 @@ Every number comes from :func:`batchlab.formulas.memory.stage_memory` of a
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -18,7 +17,8 @@ from batchlab.formulas.presets import PRESETS, get_config
 from batchlab.formulas.pipeline_schedules import schedule_label
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.colours import MEASURED_COLOUR, OVERFLOW_COLOUR, PALETTE, css_ink
-from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
+from batchlab.page.spec import (CHART_FONT, NARROW_PX, PHONE_CHART_PX, Control, Explorer, NotebookLayout, Panel, axis_top,
+                                labelled, responsive, text_px)
 from batchlab.page.valid import JobMaker, chunk_control, count_control, settle
 
 __all__ = ["MEMORY_PARTS", "memory_unit", "share_text", "render_memory_summary_html", "seq_len_options",
@@ -27,6 +27,11 @@ __all__ = ["MEMORY_PARTS", "memory_unit", "share_text", "render_memory_summary_h
 MODEL_SETTINGS = ("seq_len", "precision", "dropout", "pipeline_stages")
 """What a change of model sets to that model's own values (its context, default precision and dropout, no
 more stages than layers); returning to the chapter's model restores the chapter's values."""
+
+LABELLED_STAGES = 8
+"""Up to this many stages each bar is named 阶段 i; beyond, the bars are numbered (the axis is named 流水线阶段).
+Their shares over them are laid out by the chart's width (:func:`_share_labels`): at 9 stages on a phone
+they ran together (「37.5%33.3%31.1%…」)."""
 
 MEMORY_PARTS = (
     ("参数", PALETTE[0], lambda st: st.states.parameters, True),
@@ -44,9 +49,10 @@ def memory_unit(largest_bytes: float) -> tuple[str, float]:
     return ("GiB", GIB) if largest_bytes >= GIB else ("MiB", GIB / 1024)
 
 
-def share_text(value: float) -> str:
-    """A share of the device's memory: ``36.6%``, or ``<0.1%`` for a speck."""
-    return f"{value:.1%}" if value >= 0.001 else "<0.1%"
+def share_text(value: float, digits: int = 1) -> str:
+    """A share of the device's memory: ``36.6%`` (``37%`` with no ``digits``), or ``<0.1%`` for a speck."""
+    least = 10 ** -(digits + 2)
+    return f"{value:.{digits}%}" if value >= least else f"<{least:.{digits}%}"
 
 
 def _few(counts: list[int]) -> str:
@@ -99,32 +105,55 @@ def memory_title(job: Job) -> str:
             f"{tensor}，m = {job.num_microbatches}，微批次 {job.micro_batch_size} × 序列 {job.seq_len}")
 
 
+def _share_labels(stages: list, capacity: float, width: float) -> tuple[list[dict], bool]:
+    """Each bar's share label on a chart ``width`` px wide: ``36.6%`` where it fits over its bar, ``37%``
+    where that does, else upright and on every k-th bar (the fullest always); a share of ten devices or
+    more is ``>999%`` (the summary has the number). Answers the labels and whether they stand upright."""
+    shares = [st.peak_bytes / capacity for st in stages]
+    band = (width - 76) / len(stages)  # the plot (the grid's margins: 60 + 16) shared by the bars
+    digits = 1 if text_px("100.0%") + 4 <= band else 0
+    upright = text_px("100%") + 4 > band
+    fullest = shares.index(max(shares))
+    shown = labelled(len(stages), 17, width - 76, fullest) if upright else [True] * len(stages)
+    labels = [{"show": show, "position": "top", "formatter": share_text(s, digits) if s < 10 else ">999%",
+               "color": OVERFLOW_COLOUR if s > 1 else "#333",
+               **({"rotate": 90, "align": "left", "verticalAlign": "middle"} if upright else {})}
+              for s, show in zip(shares, shown)]
+    return labels, upright
+
+
 def memory_chart(report: MemoryReport, measured: list | None, title: str) -> dict:
     """The browser's chart of :func:`batchlab.ui.memory.plot_stage_memory`'s figure: each stage's peak
-    stacked by part, the device's capacity as a dashed line, each bar's share of it on top."""
+    stacked by part, the device's capacity as a dashed line (named in the legend, as the figure names it),
+    each bar's share of it on top (:func:`_share_labels`, laid out for the narrowest desk chart and, through
+    the phone's media query, for the narrowest phone)."""
     stages, capacity = report.stages, report.device_memory_bytes
     shown = [v for v in (measured or []) if v is not None]
     unit, scale = memory_unit(max([capacity, *report.peak_bytes_per_stage, *shown]))
     parts = [(label, colour, [part(st) / scale for st in stages])
              for label, colour, part, always in MEMORY_PARTS if always or any(part(st) for st in stages)]
-    series = []
-    for k, (label, colour, values) in enumerate(parts):
-        top = k == len(parts) - 1
-        data = [round(v, 4) for v in values]
-        if top:  # the share of the device's memory over each bar, red where the stage does not fit
-            data = [{"value": round(v, 4), "label": {
-                "show": True, "position": "top", "formatter": share_text(st.peak_bytes / capacity),
-                "color": OVERFLOW_COLOUR if st.peak_bytes > capacity else "#333"}}
-                for v, st in zip(values, stages)]
-        series.append({"type": "bar", "name": label, "stack": "memory", "color": colour, "data": data,
-                       "barMaxWidth": 64})
+    desk, desk_upright = _share_labels(stages, capacity, NARROW_PX)
+    phone, phone_upright = _share_labels(stages, capacity, PHONE_CHART_PX)
+    top_values = [round(v, 4) for v in parts[-1][2]]
+    series = [{"type": "bar", "name": label, "stack": "memory", "color": colour, "data": [round(v, 4) for v in values],
+               "barMaxWidth": 64} for label, colour, values in parts]
+    # the share of the device's memory over each bar, red where the stage does not fit
+    series[-1]["data"] = [{"value": v, "label": label} for v, label in zip(top_values, desk)]
+    capacity_name = f"设备显存 {capacity / scale:.4g} {unit}"
     series[0]["markLine"] = {"symbol": "none", "silent": True, "lineStyle": {"type": "dashed", "color": "#404040"},
-                             "label": {"formatter": f"设备显存 {capacity / scale:.4g} {unit}", "position": "insideEndTop"},
-                             "data": [{"yAxis": round(capacity / scale, 4)}]}
+                             "label": {"show": False}, "data": [{"yAxis": round(capacity / scale, 4)}]}
+    series.append({"type": "line", "name": capacity_name, "data": [], "color": "#404040", "showSymbol": False,
+                   "lineStyle": {"type": "dashed"}})  # the dashed line's legend entry: a label on it hid a share
     if shown:
         series.append({"type": "scatter", "name": "实测峰值", "symbol": "diamond", "symbolSize": 11,
                        "color": MEASURED_COLOUR, "z": 5,
                        "data": [[i, round(v / scale, 4)] for i, v in enumerate(measured) if v is not None]})
+    # room above the fullest bar for its share, upright on a narrow chart
+    top, interval = axis_top(max([capacity, *report.peak_bytes_per_stage, *shown]) / scale
+                             * (1.3 if desk_upright or phone_upright else 1.1))
+    many = len(stages) > LABELLED_STAGES
+    phone_series = [{} for _ in series]
+    phone_series[len(parts) - 1] = {"data": [{"value": v, "label": label} for v, label in zip(top_values, phone)]}
     return responsive({
         "textStyle": {"fontFamily": CHART_FONT, "fontSize": 13},
         "aria": {"enabled": True},
@@ -132,12 +161,12 @@ def memory_chart(report: MemoryReport, measured: list | None, title: str) -> dic
         "legend": {"bottom": 0},
         "tooltip": {"trigger": "axis", "axisPointer": {"type": "shadow"}},
         "grid": {"left": 60, "right": 16, "top": 48, "bottom": 72},
-        "xAxis": {"type": "category", "data": [f"阶段 {i}" for i in range(len(stages))], "name": "流水线阶段",
-                  "nameLocation": "middle", "nameGap": 26},
+        "xAxis": {"type": "category", "data": [str(i) if many else f"阶段 {i}" for i in range(len(stages))],
+                  "name": "流水线阶段", "nameLocation": "middle", "nameGap": 26},
         "yAxis": {"type": "value", "name": f"峰值显存 ({unit})", "nameLocation": "middle", "nameGap": 40,
-                  "max": _round_up(max([capacity, *report.peak_bytes_per_stage, *shown]) / scale * 1.1)},
+                  "max": top, "interval": interval},
         "series": series,
-    })
+    }, {"series": phone_series})
 
 
 class MemoryView(NamedTuple):
@@ -148,12 +177,6 @@ class MemoryView(NamedTuple):
     report: MemoryReport
     measured: list | None
     title: str
-
-
-def _round_up(value: float) -> float:
-    """The axis' top: ``value`` rounded up to half a power of ten (73.6 → 75), so it gets a round tick."""
-    step = 10 ** math.floor(math.log10(value)) / 2
-    return math.ceil(value / step) * step
 
 
 class MemoryExplorer(Explorer):

@@ -17,7 +17,8 @@ from batchlab.formulas.scaling import LR_RULES, scale_lr
 from batchlab.page.colours import PALETTE
 from batchlab.page.numbers import learning_rate, scientific
 from batchlab.page.symbols import html as symbol_html
-from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
+from batchlab.page.spec import (CHART_FONT, NARROW_PX, PHONE_CHART_PX, Control, Explorer, NotebookLayout, Panel,
+                                legend_height, responsive)
 
 __all__ = ["render_noise_summary_html", "noise_chart", "NoiseView", "NoiseExplorer", "CloudLike", "ErrorStatsLike",
            "STATS_KEYS", "MIN_LR", "MAX_LR", "LR_CHOICES", "lr_choices"]
@@ -117,7 +118,7 @@ def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
                         {"left": "center", "top": "47%", "textStyle": {"fontSize": 12}}],
               "grid": [{"left": 40, "right": 12, "top": 28, "height": "34%"},
                        {"left": 56, "right": 12, "top": "53%", "bottom": 110}]}
-    return responsive({
+    option = {
         "textStyle": {"fontFamily": CHART_FONT, "fontSize": 13},
         "aria": {"enabled": True},
         "title": [{"text": f"B = {batch_size}：{len(cloud['points'][i])} 个小批量梯度估计", "left": "6%",
@@ -130,7 +131,7 @@ def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
         "xAxis": [{"gridIndex": 0, "type": "value", "name": "沿 G 方向（e1）", "nameLocation": "middle", "nameGap": 24,
                    "min": r(mid[0] - half), "max": r(mid[0] + half), "axisLabel": {"show": False}},
                   {"gridIndex": 1, "type": "log", "logBase": 2, "name": "批大小 B", "nameLocation": "middle",
-                   "nameGap": 24, "min": min(sizes), "max": max(sizes)}],
+                   "nameGap": 30, "min": min(sizes), "max": max(sizes)}],  # clear of the ticks' numbers
         "yAxis": [{"gridIndex": 0, "type": "value", "name": "横向（e2）", "nameLocation": "middle", "nameGap": 12,
                    "min": r(mid[1] - half),
                    "max": r(mid[1] + half), "axisLabel": {"show": False}},
@@ -150,7 +151,12 @@ def noise_chart(cloud: dict, stats: dict, batch_size: int) -> dict:
              "itemStyle": {"color": "rgba(0,0,0,0)", "borderColor": PALETTE[3], "borderWidth": 2},
              "data": [[batch_size, r(stats["sq_error"][j])]] if j in keep else []},
         ],
-    }, narrow)
+    }
+    # the lower plot's x axis name (30 px below it, 18 px tall) clear of the legend as it wraps
+    names = [s["name"] for s in option["series"]]
+    option["grid"][1]["bottom"] = max(96, 48 + legend_height(names, NARROW_PX))
+    narrow["grid"][1]["bottom"] = 48 + legend_height(names, PHONE_CHART_PX)
+    return responsive(option, narrow)
 
 
 class NoiseView(NamedTuple):

@@ -23,6 +23,7 @@ from batchlab.page.colours import css_ink
 from batchlab.page.numbers import count
 
 __all__ = ["Control", "Panel", "NotebookLayout", "Explorer", "render_error_html", "CHART_FONT", "NARROW_PX", "responsive",
+           "axis_top", "legend_rows", "legend_height", "text_px", "labelled", "PHONE_CHART_PX",
            "LIVE_CLASS", "shown", "FIELD_WORDS", "NOTE_CLASS", "Refusal"]
 
 LIVE_CLASS = "batchlab-live"
@@ -35,13 +36,91 @@ CHART_FONT = '"Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Microsof
 
 NARROW_PX = 520
 """A chart narrower than this (a phone's column) gets the ``narrow`` layout of :func:`responsive`."""
+PHONE_CHART_PX = 300
+"""The narrowest chart the page draws (a 360 px phone's column, less the explorer's box): a phone layout
+leaves room for its legend and title as they wrap at this width."""
+CHART_TEXT_PX = 13
+"""The charts' text size (their ``textStyle``), in CSS pixels."""
+LEGEND_ROW_PX = 24
+"""A legend row's height (ECharts: a 14 px symbol or a line of text, 10 px apart)."""
+TITLE_LINE_PX = 18
+"""A phone title's line height at 12 px (a line of text is 17 px tall: lines nearer would overlap)."""
+
+
+def text_px(text: str, size: float = CHART_TEXT_PX) -> float:
+    """About how wide ``text`` is drawn at ``size`` px: a CJK character is square, others 0.6 of it (a
+    little wider than the Latin average, so a row estimated to fit does)."""
+    return sum(size if ord(ch) >= 0x2E80 else 0.6 * size for ch in text)
+
+
+def legend_rows(names: list[str], width: float) -> int:
+    """The rows ECharts wraps a legend of ``names`` into across ``width`` px (each entry a 25 px symbol,
+    5 px, its name; 10 px between entries; 5 px padding each side)."""
+    rows, used = 1, 0.0
+    for name in names:
+        item = 30 + text_px(name)
+        if used and used + 10 + item > width - 10:
+            rows, used = rows + 1, item
+        else:
+            used += (10 if used else 0) + item
+    return rows
+
+
+def axis_top(value: float, ticks: int = 5) -> tuple[float, float]:
+    """A value axis' top at or above ``value`` and its tick interval: the interval a round 1, 2 or 5 × 10ⁿ
+    giving at most ``ticks`` steps, the top a whole number of them (ECharts labels a top that is not a tick
+    beside the tick under it: 80 and 85 overlapped)."""
+    magnitude = 10 ** math.floor(math.log10(value / ticks))
+    interval = next(round(m * magnitude, 12) for m in (1, 2, 5, 10) if value / (m * magnitude) <= ticks)
+    return round(math.ceil(value / interval - 1e-9) * interval, 10), interval
+
+
+def labelled(count: int, label_px: float, plot_px: float, keep: int = 0) -> list[bool]:
+    """Which of ``count`` evenly spaced labels, each ``label_px`` wide, to show across ``plot_px`` px so that
+    none touches the next: every one when they fit, else every k-th, counted from ``keep`` (the one that
+    matters most), which is always shown."""
+    stride = max(1, math.ceil((label_px + 4) / (plot_px / max(count, 1))))
+    return [(i - keep) % stride == 0 for i in range(count)]
+
+
+def _bottom_room(option: dict, width: float) -> int:
+    """The grid's bottom margin that holds, below the plot, the x axis' name and a legend at the bottom
+    wrapped at ``width`` px."""
+    axis = option.get("xAxis") if isinstance(option.get("xAxis"), dict) else {}
+    name = axis.get("nameGap", 15) + 18 if axis.get("name") and axis.get("nameLocation") == "middle" else 28
+    legend = option.get("legend")
+    if not isinstance(legend, dict) or legend.get("bottom") != 0:
+        return name
+    return name + legend_height([s["name"] for s in option.get("series", []) if s.get("name")], width)
+
+
+def legend_height(names: list[str], width: float) -> int:
+    """The height a legend of ``names`` at the chart's bottom takes across ``width`` px."""
+    return 6 + LEGEND_ROW_PX * legend_rows(names, width)
 
 
 def responsive(option: dict, narrow: dict | None = None) -> dict:
     """An ECharts option with a media query: ``option`` everywhere, and on a chart narrower than
-    :data:`NARROW_PX` its title wrapped and smaller, the plot lower (and ``narrow``'s changes)."""
-    phone = {"title": {"textStyle": {"fontSize": 12, "width": NARROW_PX - 200, "overflow": "break"}},
+    :data:`NARROW_PX` its title wrapped and smaller, the plot lower (and ``narrow``'s changes). A chart of
+    one plot keeps its x axis' name clear of a legend at the bottom: its grid's bottom margin is made to hold
+    them as they wrap on the narrowest desk chart and on the narrowest phone (:data:`PHONE_CHART_PX`), and
+    its phone title's lines (:data:`TITLE_LINE_PX`) are held above the plot."""
+    title_width = PHONE_CHART_PX - 20
+    phone = {"title": {"textStyle": {"fontSize": 12, "width": title_width, "overflow": "break",
+                                      "lineHeight": TITLE_LINE_PX}},
              "grid": {"top": 72}}
+    grid = option.get("grid")
+    if isinstance(grid, dict):
+        title = option.get("title", {}).get("text", "") if isinstance(option.get("title"), dict) else ""
+        lines = math.ceil(text_px(title, 12) / title_width) if title else 0
+        phone["grid"] = {"top": max(72, 8 + lines * TITLE_LINE_PX + 22),
+                         "bottom": max(grid.get("bottom", 0), _bottom_room(option, PHONE_CHART_PX))}
+        grid = {**grid, "bottom": max(grid.get("bottom", 0), _bottom_room(option, NARROW_PX))}
+        if title and text_px(title, 14) > NARROW_PX - 20:  # a title longer than the narrowest desk chart wraps
+            option = {**option, "title": {**option["title"], "textStyle": {
+                **option["title"].get("textStyle", {}), "width": NARROW_PX - 20, "overflow": "break", "lineHeight": 20}}}
+            grid["top"] = max(grid.get("top", 0), 8 + math.ceil(text_px(title, 14) / (NARROW_PX - 20)) * 20 + 22)
+        option = {**option, "grid": grid}
     return {"baseOption": option, "media": [{"query": {"maxWidth": NARROW_PX}, "option": {**phone, **(narrow or {})}}]}
 
 

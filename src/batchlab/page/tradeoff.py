@@ -19,7 +19,8 @@ from batchlab.formulas.pipeline_schedules import schedule_label
 from batchlab.formulas.tune import tune
 from batchlab.lecture.case import CASE_STUDY
 from batchlab.page.colours import OVERFLOW_COLOUR, PALETTE, css_ink
-from batchlab.page.spec import CHART_FONT, Control, Explorer, NotebookLayout, Panel, responsive
+from batchlab.page.spec import (CHART_FONT, NARROW_PX, PHONE_CHART_PX, Control, Explorer, NotebookLayout, Panel, axis_top,
+                                labelled, responsive, text_px)
 from batchlab.page.numbers import percent, seconds, throughput
 from batchlab.page.valid import JobMaker, chunk_control, count_control, settle
 
@@ -49,20 +50,25 @@ def render_tradeoff_html(job: Job, step: StepModel, result: dict, curve: RateCur
 
 def tradeoff_chart(candidates: list[dict], current: int) -> dict:
     """The browser's chart of :func:`batchlab.ui.pipeline.plot_tradeoff`: modelled tokens/s for every
-    runnable micro-batch size, each point labelled with its bubble fraction; sizes that do not fit in red,
-    the current choice ringed, the fastest that fits starred."""
+    runnable micro-batch size, each point labelled with its bubble fraction (every k-th where the points
+    crowd, the current choice always: laid out for the narrowest desk chart and, through the phone's media
+    query, for the narrowest phone); sizes that do not fit in red, the current choice ringed, the fastest
+    that fits starred."""
     sizes = [str(c["micro_batch_size"]) for c in candidates]
+    chosen_at = next(i for i, c in enumerate(candidates) if c["micro_batch_size"] == current)
 
-    def point(c: dict) -> dict:
-        return {"value": round(c["tokens_per_second"], 1), "label": {"formatter": percent(c["bubble_fraction"], 0)},
-                "itemStyle": {"color": PALETTE[0] if c["fits"] else OVERFLOW_COLOUR},
-                "symbol": "circle" if c["fits"] else "triangle"}
+    def points(width: float) -> list[dict]:
+        shown = labelled(len(candidates), text_px("100%"), width - 88, chosen_at)  # the grid's margins: 72 + 16
+        return [{"value": round(c["tokens_per_second"], 1),
+                 "label": {"show": show, "formatter": percent(c["bubble_fraction"], 0)},
+                 "itemStyle": {"color": PALETTE[0] if c["fits"] else OVERFLOW_COLOUR},
+                 "symbol": "circle" if c["fits"] else "triangle"} for c, show in zip(candidates, shown)]
 
     fitting = [c for c in candidates if c["fits"]]
-    chosen = next(c for c in candidates if c["micro_batch_size"] == current)
+    chosen = candidates[chosen_at]
     series = [
         {"type": "line", "name": "模型估计的 tokens/s（红三角：放不下）", "color": "#888888", "symbolSize": 9,
-         "label": {"show": True, "position": "top", "color": "#4d4d4d"}, "data": [point(c) for c in candidates]},
+         "label": {"show": True, "position": "top", "color": "#4d4d4d"}, "data": points(NARROW_PX)},
         {"type": "scatter", "name": "当前选择", "symbolSize": 22, "z": 4,
          "itemStyle": {"color": "rgba(0,0,0,0)", "borderColor": OVERFLOW_COLOUR, "borderWidth": 2},
          "data": [[str(current), round(chosen["tokens_per_second"], 1)]]},
@@ -72,6 +78,7 @@ def tradeoff_chart(candidates: list[dict], current: int) -> dict:
         series.append({"type": "scatter", "name": "模型下最快（放得下）", "symbol": "diamond", "symbolSize": 16,
                        "color": PALETTE[1], "z": 3,
                        "data": [[str(best["micro_batch_size"]), round(best["tokens_per_second"], 1)]]})
+    top, interval = axis_top(max(c["tokens_per_second"] for c in candidates) * 1.15)  # room for the labels
     return responsive({
         "textStyle": {"fontFamily": CHART_FONT, "fontSize": 13},
         "aria": {"enabled": True},
@@ -80,9 +87,10 @@ def tradeoff_chart(candidates: list[dict], current: int) -> dict:
         "tooltip": {"trigger": "axis"},
         "grid": {"left": 72, "right": 16, "top": 48, "bottom": 72},
         "xAxis": {"type": "category", "data": sizes, "name": "微批次大小", "nameLocation": "middle", "nameGap": 26},
-        "yAxis": {"type": "value", "name": "tokens/s", "nameLocation": "middle", "nameGap": 52, "min": 0},
+        "yAxis": {"type": "value", "name": "tokens/s", "nameLocation": "middle", "nameGap": 52, "min": 0,
+                  "max": top, "interval": interval},
         "series": series,
-    })
+    }, {"series": [{"data": points(PHONE_CHART_PX)}]})
 
 
 class TradeoffView(NamedTuple):
