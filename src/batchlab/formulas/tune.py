@@ -20,6 +20,10 @@ It also searches the schedules (:data:`~batchlab.formulas.pipeline_schedules.SCH
 hold several model chunks per device, every virtual-stage count v the job's rules allow
 (:func:`schedule_choices`): the same candidates under each, the fastest that fits over all of them, and one
 sentence saying why it won (its bubble at the same m, or that memory ruled the faster ones out).
+
+Speeds closer than the model's resolution (:data:`RESOLUTION`, 0.1%) are one speed: no switch of schedule is
+recommended for a gain below it, and equal speeds go to the candidate holding less memory, then sending fewer
+point-to-point messages (:func:`preferred`).
 """
 from __future__ import annotations
 
@@ -284,14 +288,15 @@ def tune(job: Job, curve: RateCurve) -> dict:
     (worst stage / device), ``fits``, ``tokens_per_second`` (whole job,
     :func:`batchlab.formulas.throughput.model_step` on ``curve``), ``matmul_efficiency`` and ``step_seconds``.
 
-    Returns ``candidates``, ``recommended`` (the fitting candidate with the highest modelled tokens/s, or
-    None), ``suggestion`` (None when something fits; else a Chinese sentence naming the first change
+    Returns ``candidates``, ``recommended`` (the fitting candidate with the highest modelled tokens/s, ties
+    within :data:`RESOLUTION` to less memory, :func:`preferred`; or None), ``suggestion`` (None when something fits; else a Chinese sentence naming the first change
     that makes some micro-batch fit) and ``suggested_change`` (that change as job fields to replace, e.g.
     ``{"recompute": "selective"}``; None if none helps or nothing needed), all under the job's own schedule;
     and the schedule search: ``schedules`` (one entry per :func:`schedule_choices` pair with runnable
     micro-batches, the job's own first: ``schedule``, ``virtual_stages``, ``label``, ``candidates``,
     ``recommended``, ``fastest`` — fitting or not), ``best_schedule`` (the fastest fitting candidate over
-    all of them, with its ``schedule`` and ``virtual_stages``; None when nothing fits anywhere) and
+    all of them — the job's own schedule when it is as fast within :data:`RESOLUTION`, else ties to less memory,
+    then fewer point-to-point messages — with its ``schedule`` and ``virtual_stages``; None when nothing fits) and
     ``schedule_reason`` (:func:`schedule_reason`'s sentence); ``schedules_not_searched`` names the pairs
     with v > 1 left out past :data:`SEARCH_OPS`.
     """
