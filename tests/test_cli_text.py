@@ -90,7 +90,8 @@ def test_every_help_is_chinese(command, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["-h"] if command is None else [command, "-h"])
     text = capsys.readouterr().out
-    assert exit_.value.code == 0 and text.startswith("用法：")
+    assert exit_.value.code == 0 and text.startswith("用法：") and "\n选项：\n" in text
+    assert not [line for line in text.splitlines() if line.endswith(":")]  # every heading with a full-width colon
     assert foreign_words(text.replace("python -m batchlab", "")) == set(), text
 
 

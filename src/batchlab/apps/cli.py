@@ -59,10 +59,10 @@ def _in_chinese(message: str) -> str:
 
 
 class _Formatter(argparse.HelpFormatter):
-    """argparse's help, with its own words in Chinese: 用法 for usage."""
+    """argparse's help, with its own words in Chinese: 用法 for usage, a full-width colon after each heading."""
 
-    def add_usage(self, usage, actions, groups, prefix=None):  # type: ignore[no-untyped-def]
-        super().add_usage(usage, actions, groups, "用法：" if prefix is None else prefix)
+    def format_help(self) -> str:
+        return re.sub(r"^usage: |^(\S.*):$", lambda m: m[1] + "：" if m[1] else "用法：", super().format_help(), flags=re.M)
 
 
 class _Parser(argparse.ArgumentParser):
