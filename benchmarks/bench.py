@@ -27,6 +27,8 @@ What is measured, each the way a reader meets it:
 * ``grade_seconds_per_notebook`` — ``grade`` on one submission, the book's first chapter as a student
   hands it in: sandbox, kernel, every cell, the grader's judgement (budget: 1.5 × the 9 s it took before
   the sandbox of issue 26 dropped every privilege, hid the file system and started watching the kernel);
+  and ``grade_notebooks_per_minute`` — a class of :data:`CLASS_SIZE` such copies graded with ``--jobs 1``
+  and ``--jobs 2`` (reported, no budget: it follows the cores);
 * ``hostile`` — every hostile flag value and every combination of flags that multiply
   (:mod:`booktools.hostile`, whose answers ``tests/test_bounds.py`` checks) run in this process, from the
   call to the answer or the one-line refusal; and each explorer control moved to its own bounds
@@ -42,6 +44,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -150,6 +153,24 @@ def bench_grade(chapter: Path) -> float:
     if grade.status != "ok":
         raise RuntimeError(f"grading {chapter.name} went wrong: {grade.status}")
     return seconds
+
+
+CLASS_SIZE = 4
+
+
+def bench_grade_class(chapter: Path, jobs: int) -> float:
+    """Notebooks graded per minute in a class of :data:`CLASS_SIZE` copies of ``chapter``, ``jobs`` at once."""
+    from batchlab.apps.grade import grade_class
+
+    with tempfile.TemporaryDirectory() as folder:
+        for i in range(CLASS_SIZE):
+            shutil.copy(chapter, Path(folder) / f"student{i}.ipynb")
+        start = time.perf_counter()
+        grades = grade_class(Path(folder), 300, jobs=jobs, stream=io.StringIO())
+        seconds = time.perf_counter() - start
+    if any(g.status != "ok" for g in grades):
+        raise RuntimeError(f"grading a class of {chapter.name} went wrong: {[g.status for g in grades]}")
+    return 60 * CLASS_SIZE / seconds
 
 
 def bench_build(out: Path) -> float:
@@ -624,6 +645,9 @@ def text_report(report: dict) -> str:
         lines.append(f"cli plan (process start to exit) {report['cli_seconds']:14.3f} s")
     if "grade_seconds_per_notebook" in report:
         lines.append(f"grade one notebook (sandbox included) {report['grade_seconds_per_notebook']:9.2f} s")
+    if "grade_notebooks_per_minute" in report:
+        lines.append("grade a class, notebooks per minute  " + ", ".join(
+            f"{key.replace('_', ' ')} {value:.1f}" for key, value in report["grade_notebooks_per_minute"].items()))
     lines += text_hostile(report["hostile"]) if "hostile" in report else []
     lines += text_matmul(report["matmul"]) if "matmul" in report else []
     lines.append("budgets: " + ", ".join(f"{k} {v:g}" for k, v in BUDGETS.items()))
@@ -667,6 +691,7 @@ def main() -> int:
         report["cli_seconds"] = bench_cli()
     if "grade" in parts:
         report["grade_seconds_per_notebook"] = bench_grade(chapters[0])
+        report["grade_notebooks_per_minute"] = {f"jobs_{jobs}": bench_grade_class(chapters[0], jobs) for jobs in (1, 2)}
     if "hostile" in parts:
         report["hostile"] = bench_hostile()
     if "matmul" in parts:
