@@ -16,8 +16,7 @@ from tests.book_pages import PAGES
 SHELL_LANGUAGES = {"bash", "sh", "shell", "console"}
 COMMAND = re.compile(r"^(?:\$ |python -m |pip |bash |npm |jupyter-book |\.venv/)")
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
-WIDE = """sel => [...document.querySelectorAll(sel)].filter(p => p.offsetParent && p.scrollWidth > p.clientWidth + 1)
-  .map(p => p.textContent.trim().slice(0, 60))"""
+WIDE = chromium.script("wide_code")   # the code blocks wider than their box
 
 
 def fences() -> list[tuple[str, str, str]]:

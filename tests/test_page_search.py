@@ -150,11 +150,7 @@ ICON_GAP_PX = 4   # the query starts at least this far right of the magnifier
 
 def field_layout(tab) -> list[dict]:
     """Every visible search field (form.bd-search) of the page: where its magnifier ends and its query starts."""
-    return tab.evaluate("""() => [...document.querySelectorAll('form.bd-search')].filter(f => f.offsetParent)
-      .map(f => { const icon = f.querySelector('i').getBoundingClientRect(), input = f.querySelector('input');
-                  const cs = getComputedStyle(input), box = input.getBoundingClientRect();
-                  return {where: f.parentElement.id || f.parentElement.className, icon: [icon.left, icon.right],
-                          text: box.left + parseFloat(cs.borderLeftWidth) + parseFloat(cs.paddingLeft)}; })""")
+    return tab.evaluate(chromium.script("search_fields"))
 
 
 def icon_faults(fields: list[dict]) -> list[str]:
@@ -209,11 +205,7 @@ def snippets(built, browser, terms: list[str], refuse_search_js: bool = False) -
             for term in terms:
                 tab.goto(f"{origin}/search.html?q={quote(term)}", wait_until="load")
                 tab.wait_for_function(chromium.script("search_done"))
-                tab.wait_for_function("""() => [...document.querySelectorAll('#search-results ul.search li')]
-                    .every(li => li.querySelector('p.context') || li.querySelector('span'))""", timeout=20_000)
-                found[term] = tab.eval_on_selector_all(
-                    "#search-results ul.search li:has(p.context)",
-                    "ls => ls.map(l => [l.querySelector('a').getAttribute('href'), l.querySelector('p.context').textContent])")
+                found[term] = tab.wait_for_function(chromium.script("search_snippets"), timeout=20_000).json_value()
         finally:
             context.close()
     return found
@@ -284,8 +276,7 @@ def test_no_highlights_after_a_search(built, browser):
             for doc in ("book/4.2-convergence", "book/4.6-misconceptions"):
                 tab.goto(built.page(doc).as_uri(), wait_until="load")
                 tab.wait_for_timeout(200)
-                seen[refuse, doc] = tab.evaluate("""() => [document.querySelectorAll('.highlighted').length,
-                    document.querySelectorAll('#searchbox .highlight-link, .highlight-link').length]""")
+                seen[refuse, doc] = tab.evaluate(chromium.script("search_highlights"))
         finally:
             context.close()
     assert seen[False, "book/4.2-convergence"] == [0, 0] and seen[False, "book/4.6-misconceptions"] == [0, 0], seen

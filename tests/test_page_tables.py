@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from booktools import layout, render_check, tables_check
+from booktools import browser as chromium, layout, render_check, tables_check
 from tests.book_pages import PAGES, WIDTHS
 
 pytestmark = pytest.mark.slow
@@ -104,8 +104,7 @@ def test_table_check_catches_each_fault(browser, tmp_path, width):
 # --------------------------------------------------------------------------- issue 42 item 6
 NAMED_HEADERS = {"book/4.7-schedules-parallelism": ["气泡（模拟器）", "每步点对点消息"],
                  "book/4.5-case-study": ["初始配置（模型）", "调整后（模型）"]}
-SQUEEZE = """names => { for (const th of document.querySelectorAll('article th')) {
-  if (names.includes(th.textContent.trim())) { th.className = 'bl-wrap'; th.style.minWidth = '4em'; } } }"""
+SQUEEZE = chromium.script("squeeze_headers")   # the named headers given their old wrap
 
 
 def _named_header_lines(tab, names: list[str]) -> dict[str, int]:
@@ -122,7 +121,6 @@ def test_the_headers_the_issue_names_stay_on_one_line_at_1280(built, browser):
     """The headers issue 42 saw broken into two-character lines at 1280 px are on one line; given the wrap
     and minimum width they had before (booktools.tables' old header limit), the same measurement finds the
     break."""
-    from booktools import browser as chromium
 
     context = chromium.offline_context(browser, viewport=layout.VIEWPORTS["1280"])
     try:
@@ -141,7 +139,6 @@ def test_the_headers_the_issue_names_stay_on_one_line_at_1280(built, browser):
 def test_on_a_phone_comparison_tables_scroll_with_their_first_column_fixed(built, browser):
     """At 390 px the result tables of numbers (bl-scroll) stay tables: each that is wider than the column
     scrolls in its own box and its first column does not move; without page.css it moves with the rest."""
-    from booktools import browser as chromium
 
     for refuse in (False, True):
         context = chromium.offline_context(browser, viewport=layout.VIEWPORTS["390"])
