@@ -14,7 +14,7 @@
               "mjx-assistive-mml", ".copybtn", "button", ".toggle-details__summary", ".prev-next-area",
               ".prev-next-footer", "nav"].join(", ");
   var PARAGRAPH = "p:not(li p, td p, th p, dt p), dd, figcaption, caption";
-  var SENTENCE = 10;   // a block this many characters longer than the word is a sentence, not a label
+  var SENTENCE = 10;   // 比检索词长出这么多字的块算一句话，而不是一个标签
   var PROSE = "li, td, th, dt, .admonition-title";
   var CODE = "pre";
   var HEADING = "h1, h2, h3, h4, h5, h6";
@@ -85,12 +85,12 @@
       try { part = root.querySelector(anchor); } catch (e) { part = null; }
       if (part) root = part;
     }
-    // the words as typed (searchtools.js hands over stemmed ones: "stage_memori"), then its own
+    // 先用读者输入的词（searchtools.js 给的是词干：“stage_memori”），再用它切出的词
     var typed = (new URLSearchParams(window.location.search).get("q") || "").split(/[\s，。、；：,;:]+/);
     var words = typed.concat(Array.from(keywords)).map(function (k) { return String(k).toLowerCase(); })
       .filter(function (k) { return k; })
       .sort(function (a, b) { return b.length - a.length; });
-    // a sentence before a label (a table cell or a list item that only names a section: "4.3 显存占用")
+    // 先找句子，再找标签（只写着一节名字的表格格子或列表项：“4.3 显存占用”）
     var groups = [PARAGRAPH, PROSE, CODE, HEADING];
     for (var pass = 0; pass < 2; pass++) {
       for (var g = 0; g < groups.length; g++) {
