@@ -86,8 +86,10 @@ def test_the_probe_sees_a_refusal_that_waits_for_torch():
     (["bench-matmul", "--k", "-1"], "k = -1：必须是 ≥ 1 的整数"),
     (["bench-matmul", "--n", "65537"], "n = 65537 超过了 上限 = 65536"),
     (["bench-matmul", "--m", "65536", "--k", "65536", "--n", "65536"], "2·m·k·n（最大的 m）"),
+    (["pipeline", "--model", "tiny", "--global-batch", "4", "--micro-batch", "2", "--pipeline-stages", "2", "--run",
+      "distributed", "--timeout", "0"], "timeout = 0.0：必须在 1 到 3,600 之间"),
 ])
-def test_bench_flags_are_refused_before_torch_in_the_benchmarks_own_words(argv, reason):
+def test_bench_and_run_flags_are_refused_before_torch_in_their_own_words(argv, reason):
     assert verdicts_without_torch([argv]) == [2]
     result = answer(argv)
     assert result.rc == 2 and reason in result.err

@@ -230,6 +230,7 @@ def _pipeline(args: argparse.Namespace) -> dict:
     cost = None
     if run is not None:  # what the run will spend, against the budget, before anything runs or torch loads
         at_most("pipeline_stages", p, MAX_RUN_STAGES, "实测运行的上限")
+        timeout = between("timeout", args.timeout, 1, 3600)
         cost = check_budget(run_cost(job, RUN_STEPS[run], p if run == "distributed" else 1), RUN_BUDGET,
                             _RUN_FLAGS)
     report = {"schedule": job.schedule, "virtual_stages": v, "pipeline_stages": p, "num_microbatches": m,
@@ -260,8 +261,7 @@ def _pipeline(args: argparse.Namespace) -> dict:
         timeline = run_pipeline_local(job, steps=LOCAL_TIMED, warmup=LOCAL_WARMUP).replayed
         seconds = timeline.makespan
     else:
-        measured = run_pipeline_distributed(job, steps=DISTRIBUTED_TIMED,
-                                            timeout=between("timeout", args.timeout, 1, 3600))
+        measured = run_pipeline_distributed(job, steps=DISTRIBUTED_TIMED, timeout=timeout)
         timeline, seconds = measured.timeline, min(measured.step_seconds)
     cores = os.cpu_count() or 1
     shared = (f"{p} 个进程共用 {cores} 个 CPU 核：每个进程分不到一个核，测到的气泡比公式大得多"
