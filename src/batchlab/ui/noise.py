@@ -164,7 +164,11 @@ def plot_variance_curve(stats: ErrorStatsLike, batch_size: int, ax: "Axes | None
         fig.set_layout_engine("constrained")
         fig.legend(loc="outside lower center", ncol=1, frameon=False)
         return fig
-    ax.legend(loc="lower left")
+    # the error falls with B, so the upper right is empty; the axis reaches a decade higher, so that the
+    # legend sits above every point there (in the lower left it covered the largest B's points)
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 10)
+    ax.legend(loc="upper right")
     if own_figure:
         fig.tight_layout()
     return fig
