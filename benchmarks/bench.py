@@ -24,6 +24,12 @@ What is measured, each the way a reader meets it:
   cache): for each explorer page (:data:`PHONE_PAGES`) the first contentful paint, the bytes transferred
   before the reader touches anything, and the first explorer's time from coming into view to live, for a
   reader who skims down to it and for one who jumps to it by a link (budgets ``phone_*``, ``live_phone_seconds``);
+  and a second explorer page opened after the first in the same tab (:func:`bench_second_page`, the runtime
+  kept by the page's service worker: budget ``live_second_page_seconds``);
+* ``lighthouse`` — every chapter page of that build served as ``phone`` serves it, audited by Lighthouse at
+  its mobile preset (:mod:`booktools.lighthouse`): each category's score, FCP, LCP, TBT, CLS, bytes and DOM
+  size per page, held to ``booktools.lighthouse.BUDGETS`` (the machine's load average beside them: a busy
+  machine reads slower than a quiet one);
 * ``grade_seconds_per_notebook`` — ``grade`` on one submission, the book's first chapter as a student
   hands it in: sandbox, kernel, every cell, the grader's judgement (budget: 1.5 × the 9 s it took before
   the sandbox of issue 26 dropped every privilege, hid the file system and started watching the kernel);
@@ -53,6 +59,7 @@ import time
 from pathlib import Path
 
 from booktools import ROOT
+from booktools.host import serve_like_a_host  # the built book served gzip-compressed, as a static host does
 from booktools.toc import toc_entries  # the one _toc.yml reader, shared with the tests
 
 # Budgets on this 2-core machine (seconds, milliseconds, megabytes); each name is written once.
@@ -78,6 +85,7 @@ BUDGETS = {
     "phone_first_paint_seconds": 2.0,   # the first text readable
     "phone_bytes_before_touch": 2e6,    # everything the page loads before the reader touches an explorer
     "live_phone_seconds": 10.0,         # an explorer scrolled into view → live
+    "live_second_page_seconds": 1.0,    # … on the next explorer page the reader opens (the runtime kept; issue 42)
 }
 
 PEAK_RSS_CELL = """
@@ -218,68 +226,17 @@ PHONE = {"width": 390, "height": 844, "cpu_slowdown": 4, "mbit_per_s": 10, "late
 Emulation.setCPUThrottlingRate, Network.emulateNetworkConditions), a 390 px screen, an empty cache."""
 PHONE_PAGES = ("book/4.1-definition", "book/4.3-memory")
 """The explorer pages measured on the phone (every chapter 4.1–4.5 has one; these two are the issue's)."""
-COMPRESSED = (".html", ".css", ".js", ".mjs", ".json", ".svg", ".txt", ".map", ".wasm", ".zip")
 QUIET_MS = 3000
 """The page has settled when no request has started or finished for this long."""
 
 
-@contextlib.contextmanager
-def serve_like_a_host(folder: Path):
-    """``folder`` over HTTP/1.1 keep-alive on 127.0.0.1, as a static host sends files: gzip-compressed when
-    the browser accepts it (a precompressed ``X.gz`` beside ``X`` when there is one, as nginx's gzip_static
-    and Netlify serve them; else text types compressed on the fly, as GitHub Pages does). The assumption is
-    stated because the bytes a reader pays depend on it; ``python -m http.server`` compresses nothing."""
-    import functools
-    import gzip
-    import http.server
-    import mimetypes
-    import threading
-
-    class Host(http.server.SimpleHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            path = Path(self.translate_path(self.path.split("?")[0]))
-            if path.is_dir():
-                path = path / "index.html"
-            if not path.is_file():
-                self.send_error(404)
-                return
-            body = path.read_bytes()
-            encoded = None
-            if "gzip" in self.headers.get("Accept-Encoding", ""):
-                packed = path.with_name(path.name + ".gz")
-                if packed.is_file():
-                    body, encoded = packed.read_bytes(), "gzip"
-                elif path.suffix in COMPRESSED and path.suffix not in (".wasm", ".zip"):
-                    body, encoded = gzip.compress(body, 6), "gzip"
-            self.send_response(200)
-            kind = "application/wasm" if path.suffix == ".wasm" else (
-                "text/javascript" if path.suffix in (".js", ".mjs") else mimetypes.guess_type(path.name)[0])
-            self.send_header("Content-Type", kind or "application/octet-stream")
-            if encoded:
-                self.send_header("Content-Encoding", encoded)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Host, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def phone_tab(b, profile: dict = PHONE):
+def phone_tab(b, profile: dict = PHONE, service_workers: str = "block"):
     """A fresh context (empty cache) and tab at the phone's size, its CPU and network throttled; the bytes
-    of every finished request are recorded in ``tab.transfers`` as (ms since the tab opened, bytes, url)."""
+    of every finished request are recorded in ``tab.transfers`` as (ms since the tab opened, bytes, url).
+    Service workers are blocked unless ``service_workers="allow"``: what a service worker fetches escapes the
+    tab's network throttling and its record, so a first visit is measured as the network delivers it."""
     context = b.new_context(viewport={"width": profile["width"], "height": profile["height"]},
-                            device_scale_factor=2, is_mobile=True, has_touch=True)
+                            device_scale_factor=2, is_mobile=True, has_touch=True, service_workers=service_workers)
     tab = context.new_page()
     cdp = context.new_cdp_session(tab)
     cdp.send("Network.enable")
@@ -377,6 +334,36 @@ def bench_phone(html: Path, pages: tuple[str, ...] = PHONE_PAGES) -> dict:
                     context.close()
             out[doc] = result
     return out
+
+
+def bench_second_page(html: Path, first: str = PHONE_PAGES[0], second: str = PHONE_PAGES[1]) -> dict:
+    """A reader on the phone profile who made ``first``'s explorer live (arriving by a link) opens ``second``
+    in the same tab (the HTTP cache still off: only what the page keeps itself counts, i.e. the service
+    worker's cache of the runtime; the first visit's download through the worker escapes the throttling, which
+    flatters only ``first``, not measured here): ``second``'s bytes transferred once the reader reached its explorer and
+    its explorer in view → live, skimming down to it (``live_seconds``) and arriving by a link in a third
+    visit (``live_jump_seconds``)."""
+    from booktools import browser, live_page
+
+    result: dict = {"first": first, "second": second}
+    with browser.launch(loopback=True) as b, serve_like_a_host(html) as origin:
+        context, tab = phone_tab(b, service_workers="allow")
+        try:
+            for doc, skim, key in ((first, 0.0, None), (second, SKIM_SECONDS, "skim"), (second, 0.0, "jump")):
+                before = len(tab.transfers)
+                tab.goto(f"{origin}/{doc}.html", wait_until="load", timeout=120_000)
+                settle(tab)
+                tab.locator(".bl-live-status").first.wait_for(state="attached", timeout=60_000)
+                seen = _reader_reaches(tab, 0, skim)
+                tab.wait_for_function(browser.script("live_settled"), arg=0, timeout=live_page.READY_TIMEOUT_MS)
+                live = tab.locator(".bl-live").first
+                ready = float(live.get_attribute("data-ready-at") or seen + float(live.get_attribute("data-ready-ms")))
+                if key:
+                    result["live_seconds" if key == "skim" else "live_jump_seconds"] = max(0.0, ready - seen) / 1000
+                    result[f"bytes_{key}"] = sum(t[1] for t in tab.transfers[before:])
+        finally:
+            context.close()
+    return result
 
 
 def time_changes(widget, changes: list[tuple[str, object]]) -> dict:
@@ -524,6 +511,17 @@ def bench_matmul_claims(rounds: int = 3, attempts: int = 5) -> dict:
             "cpu_share": max(shares)}
 
 
+def bench_lighthouse(html: Path) -> dict:
+    """Every chapter page's Lighthouse scores and metrics (mobile preset, served like a host), with the
+    machine's load average before and after."""
+    from booktools import lighthouse
+
+    load_before = os.getloadavg()[0]
+    pages = lighthouse.audit_pages(html)
+    return {"pages": pages, "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+            "lighthouse_version": lighthouse.VERSION}
+
+
 def over_budget(report: dict) -> list[str]:
     """Every budget the report exceeds, as a readable line (of the parts the report holds)."""
     over = []
@@ -576,7 +574,18 @@ def over_budget(report: dict) -> list[str]:
         if live["update_median_ms"] > BUDGETS["live_update_median_ms"]:
             over.append(f"live explorer update: median {live['update_median_ms']:.0f} ms > "
                         f"{BUDGETS['live_update_median_ms']} ms")
+    if "lighthouse" in report:
+        from booktools.lighthouse import below_budget
+
+        over += [f"{page} Lighthouse: {line}" for page, scores in report["lighthouse"]["pages"].items()
+                 for line in below_budget(scores)]
+    second = report.get("phone", {}).get("second_page")
+    if second and not second["live_seconds"] <= BUDGETS["live_second_page_seconds"]:
+        over.append(f"{second['second']} after {second['first']} on a phone: live_seconds "
+                    f"{second['live_seconds']:.1f} > {BUDGETS['live_second_page_seconds']:g} s")
     for doc, phone in report.get("phone", {}).items():
+        if doc == "second_page":
+            continue
         for key, budget, unit in PHONE_BUDGETS:
             if not phone[key] <= BUDGETS[budget]:  # NaN (never painted, never live) is over too
                 over.append(f"{doc} on a phone: {key} {phone[key]:,.1f} > {BUDGETS[budget]:,g} {unit}")
@@ -611,6 +620,11 @@ def text_phone(phone: dict) -> list[str]:
     lines = [f"phone ({PHONE['width']} px, CPU {PHONE['cpu_slowdown']}× slower, {PHONE['mbit_per_s']} Mbit/s, "
              f"{PHONE['latency_ms']} ms, empty cache; host compresses as serve_like_a_host says)"]
     for doc, p in phone.items():
+        if doc == "second_page":
+            lines.append(f"  {p['second']} after {p['first']} (runtime kept by the service worker, HTTP cache off): "
+                         f"explorer in view → live {p['live_seconds']:5.1f} s skimming, {p['live_jump_seconds']:5.1f} s "
+                         f"by a link; {p['bytes_skim'] / 1e6:.2f} MB transferred")
+            continue
         lines.append(f"  {doc:<22} first paint {p['first_paint_seconds']:5.2f} s, DOMContentLoaded "
                      f"{p['dom_content_loaded_seconds']:5.2f} s, before touch {p['bytes_before_touch'] / 1e6:5.2f} MB "
                      f"({p['requests_before_touch']} requests; {p['bytes_with_runtime'] / 1e6:.2f} MB with the runtime)")
@@ -641,6 +655,13 @@ def text_report(report: dict) -> str:
                      f"({live['updates']} changes)")
     if "phone" in report:
         lines += text_phone(report["phone"])
+    if "lighthouse" in report:
+        from booktools.lighthouse import text as lighthouse_text
+
+        lh = report["lighthouse"]
+        lines.append(f"Lighthouse {lh['lighthouse_version']} (mobile preset, served gzip-compressed; load average "
+                     f"{lh['load_average'][0]:g} → {lh['load_average'][1]:g})")
+        lines += ["  " + line for line in lighthouse_text(lh["pages"]).splitlines()]
     if "cli_seconds" in report:
         lines.append(f"cli plan (process start to exit) {report['cli_seconds']:14.3f} s")
     if "grade_seconds_per_notebook" in report:
@@ -655,7 +676,7 @@ def text_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-PARTS = ("notebooks", "widgets", "build", "live", "phone", "cli", "grade", "hostile", "matmul")
+PARTS = ("notebooks", "widgets", "build", "live", "phone", "lighthouse", "cli", "grade", "hostile", "matmul")
 """What ``--only`` picks from (``notebooks`` includes the bare kernel's baseline; ``live`` and ``phone``
 measure the build that ``build`` makes, or ``--html``'s)."""
 
@@ -680,13 +701,16 @@ def main() -> int:
         report["widgets"] = bench_widgets()
     with contextlib.ExitStack() as stack:
         html = args.html
-        if html is None and parts & {"build", "live", "phone"}:
+        if html is None and parts & {"build", "live", "phone", "lighthouse"}:
             out = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             report["build_seconds"], html = bench_build(out), out / "_build" / "html"
         if "live" in parts:
             report["live"] = bench_live(html)
         if "phone" in parts:
             report["phone"] = bench_phone(html)
+            report["phone"]["second_page"] = bench_second_page(html)
+        if "lighthouse" in parts:
+            report["lighthouse"] = bench_lighthouse(html)
     if "cli" in parts:
         report["cli_seconds"] = bench_cli()
     if "grade" in parts:

@@ -21,6 +21,9 @@ have_cjk_font || missing+=(fonts-noto-cjk)
 if [ "$purpose" = test ] || { [ "$purpose" = pdf ] && [ -z "${CHROMIUM:-}" ]; }; then
   command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
 fi
+# Node.js typesets the book's formulas at build time (booktools.prerender_math); npm installs the page audit
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+[ "$purpose" = test ] && ! command -v npm >/dev/null 2>&1 && missing+=(npm)
 # grade runs students' notebooks inside bubblewrap; the tests grade hostile submissions with it
 [ "$purpose" = test ] && ! command -v bwrap >/dev/null 2>&1 && missing+=(bubblewrap)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -53,7 +56,24 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# --- the PDF's Chinese fonts --------------------------------------------------------------------
+# TrueType-outline copies of the Noto CJK SC faces, made once into .cache/print-fonts (src/booktools/print_fonts.py,
+# a few minutes): Chromium embeds them in the book's PDF as real fonts, where fonts-noto-cjk's CFF outlines print as Type 3.
+if [ "$purpose" = pdf ] || [ "$purpose" = test ]; then .venv/bin/python -m booktools.print_fonts; fi
+
 # --- the live explorers' runtime -----------------------------------------------------------------
 # Pyodide and ECharts, pinned npm tarballs checked against their registry hashes, downloaded once into
 # .cache/live-runtime (src/booktools/live.py); the build copies them next to the pages that use them.
 .venv/bin/python -m booktools.live vendor
+
+# --- formulas typeset at build time ------------------------------------------------------------
+# MathJax for Node (the npm package mathjax, pinned and hash-checked like the vendored fonts) in .cache/mathjax-node.
+.venv/bin/python -m booktools.prerender_math vendor
+
+# --- the web's own page audit (tests/test_page_lighthouse.py) ------------------------------------
+# Lighthouse 12.2.3 (13.x wants Node 22) from the npm registry into .cache/lighthouse (booktools.lighthouse).
+if [ "$purpose" = test ] && ! .venv/bin/python -c 'import sys; from booktools import lighthouse; sys.exit(not lighthouse.installed())'; then
+  echo "setup-env: installing lighthouse into .cache/lighthouse"
+  mkdir -p .cache/lighthouse
+  npm install --prefix .cache/lighthouse --no-audit --no-fund --save-exact --silent "lighthouse@$(.venv/bin/python -c 'from booktools import lighthouse; print(lighthouse.VERSION)')"
+fi

@@ -9,6 +9,9 @@
 #   mathjax@3.2.2                       -> es5/tex-mml-chtml.js + CHTML woff-v2 fonts
 #                                          + autoloaded TeX extensions
 #
+# The pages load only the fonts: the formulas are typeset at build time (src/booktools/prerender_math.py runs
+# the same mathjax@3.2.2, same integrity, with Node), so no page loads tex-mml-chtml.js any more.
+#
 # Usage:  scripts/vendor_js.sh            (needs node/npm, network to registry.npmjs.org)
 # Then check `git diff --stat book/_vendor` and book/_vendor/MANIFEST.sha256.
 set -euo pipefail

@@ -32,8 +32,9 @@ from batchlab.page.memory import MemoryExplorer
 from batchlab.page.noise import NoiseExplorer
 from batchlab.page.spec import FIELD_WORDS, LIVE_CLASS
 from batchlab.page.tradeoff import TradeoffExplorer
-from booktools import browser as chromium, live, live_page, render_check
+from booktools import ROOT, browser as chromium, live, live_page, render_check
 
+TESTS_JS = ROOT / "tests" / "js"  # the tests' own page scripts (live_cache.js)
 LIVE_PAGES = ["book/4.1-definition", "book/4.2-convergence", "book/4.3-memory", "book/4.4-efficiency",
               "book/4.5-case-study"]
 STILL_PAGES = ["book/preface", "book/4.6-misconceptions", "book/4.7-schedules-parallelism",
@@ -407,3 +408,40 @@ def test_without_webassembly_the_page_says_so(served):
         assert "不支持 WebAssembly" in tab.locator(".bl-live-status").first.inner_text()
         assert tab.locator(".bl-frozen").first.is_visible()
     assert not [u for u in requested if "pyodide" in u]
+
+
+def test_the_service_worker_is_named_by_the_runtime_and_the_files(tmp_path):
+    """The build writes book/_js/live-sw.js to the site's root with its cache named by the pinned runtime and
+    the Python files the page runs: new files, a new cache (the old one is deleted as the new worker starts)."""
+    one = live.write_service_worker(tmp_path, b"zip one").read_text(encoding="utf-8")
+    assert live.write_service_worker(tmp_path, b"zip one").read_text(encoding="utf-8") == one
+    two = live.write_service_worker(tmp_path, b"zip two").read_text(encoding="utf-8")
+    name = re.search(r'var CACHE = "bl-live-([0-9a-f]{16})";', one)
+    assert name and name.group(1) not in two and "RUNTIME_VERSION" not in one
+    assert (tmp_path / live.SERVICE_WORKER).is_file()
+
+
+@pytest.mark.slow
+def test_the_next_explorer_page_finds_the_runtime_kept(served):
+    """issue 42: a reader who made 4.1's explorer live finds Pyodide, its standard library, ECharts and the
+    book's files in the service worker's cache when opening 4.3, which goes live from there."""
+    requested: list[str] = []
+    with opened(served, "book/4.1-definition", requested) as tab:
+        live_page.make_live(tab, 0)
+        kept = tab.evaluate(chromium.script("live_cache", TESTS_JS))
+        assert kept["controlled"] and len(kept["caches"]) == 1
+        assert {"pyodide.asm.wasm", "python_stdlib.zip", "echarts.common.min.js", live.SOURCES_ZIP} <= set(kept["files"])
+        b, origin = served
+        tab.goto(f"{origin}/book/4.3-memory.html", wait_until="load")
+        assert tab.evaluate(chromium.script("live_cache", TESTS_JS))["controlled"]
+        live_page.make_live(tab, 0)
+    assert [u for u in requested if u.startswith("refused:")] == []
+
+
+@pytest.mark.slow
+def test_a_page_without_an_explorer_registers_no_service_worker(served):
+    requested: list[str] = []
+    with opened(served, "book/preface", requested) as tab:
+        tab.wait_for_timeout(1000)
+        kept = tab.evaluate(chromium.script("live_cache", TESTS_JS))
+    assert not kept["controlled"] and kept["caches"] == [] and not [u for u in requested if live.SERVICE_WORKER in u]

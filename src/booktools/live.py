@@ -48,6 +48,9 @@ LIVE_STYLE = "live.css"
 STATIC_FOLDER = "live"
 """Where the runtime and the sources land in the built site: ``_static/live/``."""
 SOURCES_ZIP = "batchlab-live.zip"
+SERVICE_WORKER = "bl-live-sw.js"
+"""The service worker that keeps the runtime for the next page (book/_js/live-sw.js), written to the site's
+root so that its scope is the whole book."""
 
 RUNTIME: dict[str, dict] = {
     "pyodide": {
@@ -97,6 +100,18 @@ def _stamp() -> str:
     return json.dumps({name: (spec["version"], spec["integrity"]) for name, spec in RUNTIME.items()}, sort_keys=True)
 
 
+def npm_tarball(name: str, version: str, integrity: str) -> bytes:
+    """The published tarball of ``name@version`` from the npm registry, refused unless its sha512 is
+    ``integrity`` (as the registry and ``npm pack --json`` print it)."""
+    url = f"{REGISTRY}/{name}/-/{name}-{version}.tgz"
+    with urllib.request.urlopen(url, timeout=120) as response:
+        data = response.read()
+    got = "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+    if got != integrity:
+        raise SystemExit(f"{name}@{version}：校验和不符（得到 {got}，应为 {integrity}）")
+    return data
+
+
 def runtime_ready(cache: Path = CACHE) -> bool:
     """Is the pinned runtime already in ``cache``?"""
     stamp = cache / "stamp.json"
@@ -109,12 +124,7 @@ def vendor(cache: Path = CACHE) -> None:
         return
     shutil.rmtree(cache, ignore_errors=True)
     for name, spec in RUNTIME.items():
-        url = f"{REGISTRY}/{name}/-/{name}-{spec['version']}.tgz"
-        with urllib.request.urlopen(url, timeout=120) as response:
-            data = response.read()
-        got = "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
-        if got != spec["integrity"]:
-            raise SystemExit(f"{name}@{spec['version']}：校验和不符（得到 {got}，应为 {spec['integrity']}）")
+        data = npm_tarball(name, spec["version"], spec["integrity"])
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             for member in spec["files"]:
                 target = cache / name / Path(member).name
@@ -148,8 +158,20 @@ def _copy_runtime(app, exception) -> None:
     shutil.rmtree(target, ignore_errors=True)
     for name in RUNTIME:
         shutil.copytree(CACHE / name, target / name)
-    (target / SOURCES_ZIP).write_bytes(sources_zip())
+    sources = sources_zip()
+    (target / SOURCES_ZIP).write_bytes(sources)
     precompress(target)
+    write_service_worker(Path(app.outdir), sources)
+
+
+def write_service_worker(outdir: Path, sources: bytes) -> Path:
+    """book/_js/live-sw.js at the root of the site ``outdir``, its cache named by a hash of the pinned runtime
+    and ``sources`` (the Python files the page runs): a build that changes either gets a new cache."""
+    version = hashlib.sha256(_stamp().encode() + sources).hexdigest()[:16]
+    template = (ROOT / "book" / "_js" / "live-sw.js").read_text(encoding="utf-8")
+    out = outdir / SERVICE_WORKER
+    out.write_text(template.replace("RUNTIME_VERSION", version), encoding="utf-8")
+    return out
 
 
 PRECOMPRESSED = (".wasm", ".zip", ".mjs", ".js", ".json")
