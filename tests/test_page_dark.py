@@ -9,10 +9,13 @@ the dark page fails the same check (the check can fail). The summaries' coloured
 colours from the page's style sheet, which holds the colours batchlab.page.colours declares.
 In Chromium on the built book (slow): each chapter page opened with ``prefers-color-scheme: dark``, every
 explorer made live, its chart drawn dark and checked on the page's own background; the reader's switch to
-the light theme (the theme's ``data-theme``, which wins over the phone's setting) redraws it light.
+the light theme (the theme's ``data-theme``, which wins over the phone's setting) redraws it light. A static
+figure (drawn on white for the light page, the PDF and Jupyter) is shown dark on the dark page: on average
+as dark as a dark page's text is light, and bright again on the light page.
 """
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -161,5 +164,33 @@ def test_a_dark_phone_draws_every_explorer_dark(served, doc):
             ink = _ink(tab, i)
             assert charts.rgb(ink["background"]) == (1.0, 1.0, 1.0), ink["background"]
             assert charts.ink_faults(ink, grid=charts.ECHARTS_GRID) == [], (doc, name)
+    finally:
+        context.close()
+
+
+def mean_luminance(png: bytes) -> float:
+    """The average relative luminance of a screenshot's pixels."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        grey = image.convert("L").resize((64, 64))
+        return sum(colours.luminance((v / 255,) * 3) for v in grey.tobytes()) / (64 * 64)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", ["390", "1280"])
+def test_a_static_figure_does_not_glare_on_the_dark_page(served, width):
+    b, origin = served
+    context = chromium.served_context(b, origin, [], viewport=layout.VIEWPORTS[width])
+    try:
+        tab = context.new_page()
+        tab.emulate_media(color_scheme="dark")
+        tab.goto(f"{origin}/book/4.4-efficiency.html", wait_until="load")
+        figure = tab.locator(".cell_output figure img").first
+        figure.scroll_into_view_if_needed()
+        dark = mean_luminance(figure.screenshot())
+        tab.evaluate("document.documentElement.dataset.theme = 'light'")
+        light = mean_luminance(figure.screenshot())
+        assert dark < 0.2 and light > 0.6, (dark, light)  # a dark sheet on the dark page; white on the light one
     finally:
         context.close()
