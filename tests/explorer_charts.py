@@ -12,7 +12,6 @@ import html
 import json
 import re
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -152,7 +151,3 @@ def sizes(name: str) -> list[tuple[str, int, int]]:
     """The chart's (where, width, height) on a phone and on a desk."""
     phone, desk = HEIGHTS.get(name, DEFAULT_HEIGHTS)
     return [("phone", PHONE_WIDTH, phone), ("desk", DESK_WIDTH, desk)]
-
-
-def page_of(path: Path | str) -> str:
-    return Path(path).stem

@@ -96,6 +96,11 @@ def test_an_axis_top_is_a_whole_number_of_round_steps_above_the_value(value):
     assert round(interval / 10 ** math.floor(math.log10(interval)), 6) in (1, 2, 5)
 
 
+def test_an_axis_with_nothing_to_show_still_has_a_top():
+    assert axis_top(0.0) == (1.0, 0.2) and axis_top(float("nan")) == (1.0, 0.2)
+    assert axis_top(73.6) == (80, 20) and axis_top(85) == (100, 20)  # 85 is no tick of 0, 20, …, 80
+
+
 # ----------------------------------------------------------------------------- the built book, in Chromium
 @pytest.fixture(scope="module")
 def served(built, browser):

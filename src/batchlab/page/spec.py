@@ -69,7 +69,9 @@ def legend_rows(names: list[str], width: float) -> int:
 def axis_top(value: float, ticks: int = 5) -> tuple[float, float]:
     """A value axis' top at or above ``value`` and its tick interval: the interval a round 1, 2 or 5 × 10ⁿ
     giving at most ``ticks`` steps, the top a whole number of them (ECharts labels a top that is not a tick
-    beside the tick under it: 80 and 85 overlapped)."""
+    beside the tick under it: 80 and 85 overlapped). Nothing to show (0): the top 1 in steps of 0.2."""
+    if not value > 0:
+        return 1.0, 0.2
     magnitude = 10 ** math.floor(math.log10(value / ticks))
     interval = next(round(m * magnitude, 12) for m in (1, 2, 5, 10) if value / (m * magnitude) <= ticks)
     return round(math.ceil(value / interval - 1e-9) * interval, 10), interval
