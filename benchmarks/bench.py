@@ -41,7 +41,11 @@ What is measured, each the way a reader meets it:
   (``widgets``' ``extreme_max_ms``);
 * ``matmul`` — the speed claims of the matmul benchmark (4.4): the lecture's ``[128, 4096] × [4096, 8192]``
   several times faster per FLOP than one row (best of three interleaved rounds of both), and the harness as
-  fast as a bare ``torch.matmul`` loop (one thread, attempts counted only while this thread had its core).
+  fast as a bare ``torch.matmul`` loop (one thread, attempts counted only while this thread had its core);
+* ``student`` — the README's student route made from scratch (:mod:`booktools.student`: a fresh venv with only
+  ``batchlab``, the CPU build of torch and JupyterLab): its install seconds and disk size, and every chapter run
+  in a kernel of it, from a folder of the notebooks alone, with that kernel's peak memory (budget
+  ``kernel_peak_mb``, as in the project's own environment).
 """
 from __future__ import annotations
 
@@ -589,6 +593,9 @@ def over_budget(report: dict) -> list[str]:
         for key, budget, unit in PHONE_BUDGETS:
             if not phone[key] <= BUDGETS[budget]:  # NaN (never painted, never live) is over too
                 over.append(f"{doc} on a phone: {key} {phone[key]:,.1f} > {BUDGETS[budget]:,g} {unit}")
+    over += [f"student env, {name}: kernel peak {nb['peak_rss_mb']:.0f} MB > {BUDGETS['kernel_peak_mb']} MB"
+             for name, nb in report.get("student", {}).get("notebooks", {}).items()
+             if nb["peak_rss_mb"] > BUDGETS["kernel_peak_mb"]]
     return over
 
 
@@ -671,12 +678,31 @@ def text_report(report: dict) -> str:
             f"{key.replace('_', ' ')} {value:.1f}" for key, value in report["grade_notebooks_per_minute"].items()))
     lines += text_hostile(report["hostile"]) if "hostile" in report else []
     lines += text_matmul(report["matmul"]) if "matmul" in report else []
+    if "student" in report:
+        st = report["student"]
+        lines.append(f"student env ({st['torch']}) {st['disk_mb']:,.0f} MB on disk, installed in {st['install_seconds']:.0f} s")
+        lines += [f"  student kernel {name:<26} {nb['seconds']:6.2f} s  peak {nb['peak_rss_mb']:6.0f} MB"
+                  for name, nb in st["notebooks"].items()]
     lines.append("budgets: " + ", ".join(f"{k} {v:g}" for k, v in BUDGETS.items()))
     lines += [f"OVER  {line}" for line in report["over"]] or ["all budgets met"]
     return "\n".join(lines)
 
 
-PARTS = ("notebooks", "widgets", "build", "live", "phone", "lighthouse", "cli", "grade", "hostile", "matmul")
+def bench_student() -> dict:
+    """The student's environment (README: For a student): install seconds, disk MB, torch build, and each
+    chapter's seconds and kernel peak memory in it."""
+    from booktools import student
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = student.make_env(Path(tmp) / "env")
+        notebooks = student.chapter_folder(Path(tmp) / "chapters", student.chapters())
+        runs = {nb.stem: student.run_chapter(Path(tmp) / "env", nb) for nb in notebooks}
+    return {"install_seconds": env["seconds"], "disk_mb": env["disk_mb"], "torch": env["torch"],
+            "notebooks": {name: {"seconds": r["seconds"], "peak_rss_mb": r["peak_rss_mb"]} for name, r in runs.items()}}
+
+
+PARTS = ("notebooks", "widgets", "build", "live", "phone", "lighthouse", "cli", "grade", "hostile", "matmul",
+         "student")
 """What ``--only`` picks from (``notebooks`` includes the bare kernel's baseline; ``live`` and ``phone``
 measure the build that ``build`` makes, or ``--html``'s)."""
 
@@ -720,6 +746,8 @@ def main() -> int:
         report["hostile"] = bench_hostile()
     if "matmul" in parts:
         report["matmul"] = bench_matmul_claims()
+    if "student" in parts:
+        report["student"] = bench_student()
     report["budgets"] = BUDGETS
     report["over"] = over_budget(report)
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else text_report(report))
