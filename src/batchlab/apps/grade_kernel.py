@@ -4,6 +4,7 @@ prints. A last cell hands back the answers the student gave, as data."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import queue
 import signal
@@ -203,6 +204,10 @@ def run_notebook(notebook: Any, run: Path, ipc: Path, timeout: int, notebook_tim
             return f"超限：{reason}", ""
         return f"出错：无法运行（{type(err).__name__}：{printable(str(err))[:200]}）", ""
     finally:
+        # nbclient registers its kernel's clean-up to run at exit and leaves it registered when the kernel
+        # dies while starting (Ctrl-C then): at exit it failed on ``assert self.km is not None``. The
+        # sandbox is ended here, so that hook has nothing to do.
+        atexit.unregister(client._cleanup_kernel)
         _STATE["watches"].discard(watch)
         watch.stop()
         manager.context.destroy(linger=0)
