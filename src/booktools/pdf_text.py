@@ -54,7 +54,7 @@ def _spans(stream_owner, resources, found: dict, depth: int = 0) -> None:
         elif operator in _SHOW and actual is not None:
             codes += _shown(operands)
         elif operator == _EMC and actual is not None:
-            if font is not None and codes and len(codes) == _code_bytes(font) and actual:
+            if font is not None and font.is_indirect and len(codes) == _code_bytes(font) and actual:
                 found[font.objgen][1][(codes, actual)] += 1
                 found[font.objgen][0] = font
             actual = None
