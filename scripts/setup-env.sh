@@ -56,11 +56,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# --- the PDF's Chinese fonts --------------------------------------------------------------------
-# TrueType-outline copies of the Noto CJK SC faces, made once into .cache/print-fonts (src/booktools/print_fonts.py,
-# a few minutes): Chromium embeds them in the book's PDF as real fonts, where fonts-noto-cjk's CFF outlines print as Type 3.
-if [ "$purpose" = pdf ] || [ "$purpose" = test ]; then .venv/bin/python -m booktools.print_fonts; fi
-
 # --- the live explorers' runtime -----------------------------------------------------------------
 # Pyodide and ECharts, pinned npm tarballs checked against their registry hashes, downloaded once into
 # .cache/live-runtime (src/booktools/live.py); the build copies them next to the pages that use them.
