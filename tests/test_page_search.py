@@ -247,6 +247,11 @@ def test_snippets_show_the_matched_sentence_in_plain_text(built, browser):
     assert any("TeX" in f or "标题列表" in f for f in sphinx_own) and any("不是一句" in f for f in sphinx_own), sphinx_own
 
 
+PRERENDERED = ('<article class="bd-article"><h2>标题</h2><p>临界批大小 <mjx-container class="MathJax"><mjx-math>'
+               '<mjx-c class="mjx-c1D435"></mjx-c></mjx-math><mjx-assistive-mml><math><msub><mi>B</mi><mtext>crit'
+               '</mtext></msub></math></mjx-assistive-mml></mjx-container> 由噪声尺度决定。第二句。</p></article>')
+
+
 def test_a_formula_reads_as_plain_text(built, browser):
     """search.js writes a formula's TeX as the reader reads it."""
     context = chromium.offline_context(browser)
@@ -256,9 +261,12 @@ def test_a_formula_reads_as_plain_text(built, browser):
         plain = tab.evaluate("""cases => cases.map(c => window.batchlabSearch.texToPlain(c))""",
                              [r"\(1/B\)", r"\(\operatorname{tr}(\Sigma)/|G|^2\)", r"\(B_{\text{crit}} = E_{\min}/S_{\min}\)",
                               r"\[\frac{p-1}{m+p-1}\]", r"\(\sqrt{B} \times \eta\)"])
+        # a formula typeset at build time (mjx-container): its assistive MathML's text, not its glyphs
+        summary = tab.evaluate("html => window.batchlabSearch.summary(html, ['临界批大小'], '')", PRERENDERED)
     finally:
         context.close()
     assert plain == ["1/B", "tr(Σ)/|G|^2", "Bcrit = Emin/Smin", "(p-1)/(m+p-1)", "√B × η"], plain
+    assert summary == "临界批大小 Bcrit 由噪声尺度决定。", summary
 
 
 def test_no_highlights_after_a_search(built, browser):

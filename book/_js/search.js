@@ -45,13 +45,14 @@
   }
 
   function readable(doc) {
-    doc.querySelectorAll(SKIP).forEach(function (el) { el.remove(); });
-    doc.querySelectorAll("span.math, div.math").forEach(function (el) {
-      if (!el.querySelector("mjx-container")) el.textContent = " " + texToPlain(el.textContent) + " ";
-    });
+    // 建书时已排好的公式（mjx-container）：读它给读屏软件的 MathML 的文字，再去掉其余不读的部分
     doc.querySelectorAll("mjx-container").forEach(function (el) {
       var math = el.querySelector("math");
       el.textContent = " " + (el.getAttribute("aria-label") || (math ? math.textContent : "")) + " ";
+    });
+    doc.querySelectorAll(SKIP).forEach(function (el) { el.remove(); });
+    doc.querySelectorAll("span.math, div.math").forEach(function (el) {
+      if (!el.querySelector("mjx-container")) el.textContent = " " + texToPlain(el.textContent) + " ";
     });
   }
 
