@@ -287,8 +287,14 @@ def test_sandboxes_at_once_give_the_rows_of_one_at_a_time(graded, graded_one_at_
     assert "同时运行 1 个沙箱" in proc.stderr.splitlines()[0]
     at_once = int(re.search(r"同时运行 (\d+) 个沙箱", graded["stderr"].splitlines()[0]).group(1))
     assert at_once >= 2 or len(os.sched_getaffinity(0)) == 1, graded["stderr"]
-    differ = {name: (row, rows.get(name)) for name, row in graded["rows"].items() if rows.get(name) != row}
+    # which cell the whole notebook's wall-clock budget ends in follows the kernel's start time, not the
+    # number of sandboxes (two serial runs on a loaded machine differ there too): that number is left out
+    def same(row: list[str] | None) -> list[str] | None:
+        return row and [*row[:-1], re.sub(r"^超限：单元格 \d+ 运行时整份作业", "超限：单元格 N 运行时整份作业", row[-1])]
+
+    differ = {name: (row, rows.get(name)) for name, row in graded["rows"].items() if same(rows.get(name)) != same(row)}
     assert differ == {} and len(rows) == len(graded["rows"])
+    assert same(["x", "超限：单元格 5 运行时整份作业运行超过 60 秒"]) != same(["x", "超限：单元格 5 运行时内存超过 4 GiB"])
 
 
 def test_every_honest_row_is_graded_and_unchanged(graded):
