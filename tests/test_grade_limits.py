@@ -224,3 +224,15 @@ def test_an_empty_folder_prints_nothing_before_its_error(tmp_path, capsys):
     assert main(["grade", str(tmp_path)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "文件夹里没有要批改的文件" in err
+
+
+def test_the_command_line_takes_jobs_and_refuses_a_bad_count_first(tmp_path, capsys):
+    for name in ("li", "wang"):  # no notebook: no kernel starts
+        (tmp_path / f"{name}.docx").write_text("x", encoding="utf-8")
+    assert main(["grade", str(tmp_path), "--jobs", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("批改 2 份，同时运行 1 个沙箱（--jobs）") and "li" in out and "wang" in out
+    for bad in ("0", str(grade.MAX_JOBS + 1)):
+        assert main(["grade", str(tmp_path), "--jobs", bad]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and "jobs" in err and "批改" not in err

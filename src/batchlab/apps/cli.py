@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from batchlab.apps import job_commands
-from batchlab.apps.grade import (DEFAULT_NOTEBOOK_S, DEFAULT_TIMEOUT_S, GradingInterrupted, assignment_exercises,
-                                 check_grade_dependencies, grade_class, grade_table)
+from batchlab.apps.grade import (DEFAULT_NOTEBOOK_S, DEFAULT_TIMEOUT_S, MAX_JOBS, GradingInterrupted,
+                                 assignment_exercises, check_grade_dependencies, grade_class, grade_table)
 from batchlab.apps.grade_report import check_csv_target, table_text, write_csv
 from batchlab.formulas.budget import BENCH_BUDGET, RUN_BUDGET, bench_cost, check_budget, run_cost
 from batchlab.formulas.checks import at_most, between, whole
@@ -310,6 +310,7 @@ def _grade_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notebook-timeout", type=int, default=DEFAULT_NOTEBOOK_S,
                         help=f"一份笔记本总共最多运行的秒数，含内核启动（默认 {DEFAULT_NOTEBOOK_S}）")
     parser.add_argument("--chapter", nargs="+", default=None, metavar="N", help="作业包含的章节，例如 4.1（默认：至少一半笔记本作答了的每一章）")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="同时批改的笔记本数，每份一个沙箱（默认：核数与内存容得下的份数）")
 
 
 def _grade(args: argparse.Namespace) -> dict:
@@ -324,9 +325,8 @@ def _grade(args: argparse.Namespace) -> dict:
     csv_path = None if args.csv is None else check_csv_target(Path(args.csv), directory)
     if args.chapter is not None:
         assignment_exercises([], args.chapter)  # an unknown chapter is refused before grading too
-    grades = grade_class(directory, timeout, notebook_timeout=notebook_timeout)
-    if not grades:
-        raise ValueError(f"DIR = {args.directory!r}：文件夹里没有要批改的文件")
+    jobs = None if args.jobs is None else int(between("jobs", args.jobs, 1, MAX_JOBS))
+    grades = grade_class(directory, timeout, notebook_timeout=notebook_timeout, jobs=jobs)
     headers, rows = grade_table(grades, args.chapter)
     if csv_path is not None:
         write_csv(csv_path, headers, rows)

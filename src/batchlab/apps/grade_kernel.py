@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 from batchlab.apps.grade_report import printable
 from batchlab.apps.cgroups import Box
-from batchlab.apps.sandbox import LIMITS, Watch, hand_over, launch_env, sandbox_argv, seal
+from batchlab.apps.sandbox import LIMITS, hand_over, launch_env, sandbox_argv, seal
+from batchlab.apps.watch import Watch
 
 __all__ = ["OK", "INTERRUPT_GRACE_S", "MAX_MESSAGE_BYTES", "run_notebook", "stop_running", "stop_requested",
            "reset_stop"]
