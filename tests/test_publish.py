@@ -320,11 +320,13 @@ def _steps(data: dict) -> list[tuple[str, dict]]:
 
 
 def _readme_build_command() -> str:
-    """The first command of README.md's first ```bash block."""
+    """README.md's build command: the first command of its ```bash blocks that runs scripts/build-book.sh
+    (the student's route comes before it)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    m = re.search(r"```bash\n(.*?)```", readme, re.DOTALL)
-    assert m, "README.md has no ```bash block"
-    return next(line.strip() for line in m.group(1).splitlines() if line.strip() and not line.startswith("#"))
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.DOTALL)
+    assert blocks, "README.md has no ```bash block"
+    commands = [line.strip() for b in blocks for line in b.splitlines() if line.strip() and not line.startswith("#")]
+    return next((c for c in commands if str(BUILD_BOOK.relative_to(ROOT)) in c), commands[0])
 
 
 def _build_output_dir() -> str:
