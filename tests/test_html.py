@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
+from bs4 import BeautifulSoup
 
 from booktools import ROOT, browser as chromium, layout, render_check
 from booktools.toc import WIDGET_STATE, WIDGET_VIEW
@@ -221,12 +222,15 @@ def test_vendored_files_in_output(built):
         out = built.html / "_static" / name
         assert out.is_file(), f"vendored file not copied to the output: {name}"
         assert hashlib.sha256(out.read_bytes()).hexdigest() == digest, f"{out} differs from the manifest"
-    # math pages load the vendored MathJax, not the CDN default
+    # formulas are typeset at build time (booktools.prerender_math): a math page loads no MathJax at all,
+    # neither the vendored copy nor a CDN's, and carries its typeset formulas
     math_pages = [p for p in built.pages() if built.parse(p).find(class_="math") is not None]
     assert math_pages, "no page contains math"
     for p in math_pages:
-        srcs = [s["src"].split("?")[0] for s in built.parse(p).find_all("script", src=True)]
-        assert any(s.endswith(MATHJAX_JS) for s in srcs), f"{p.name} does not load {MATHJAX_JS}: {srcs}"
+        soup = built.parse(p)
+        srcs = [s["src"].split("?")[0] for s in soup.find_all("script", src=True)]
+        assert not any("mathjax" in s.lower() for s in srcs), f"{p.name} loads a math engine: {srcs}"
+        assert soup.find("mjx-container") is not None, f"{p.name} has math but no typeset formula"
 
 
 def test_vendor_manifest_matches_sources():
@@ -348,15 +352,20 @@ def test_a_cancelled_fetch_is_a_missing_file_only_when_the_file_is_missing(tmp_p
 
 
 def test_render_check_catches_a_frozen_explorer_without_its_figure_and_mathjax(built, browser, tmp_path):
-    """A copy of the book without a frozen explorer's figure file and without MathJax: check_page reports the
-    figure missing and every formula raw."""
+    """A copy of the book without a frozen explorer's figure file and without its typeset formulas: check_page
+    reports the figure missing and every formula raw."""
     doc = "book/4.3-memory"  # a frozen explorer with a figure, and formulas
     copy = tmp_path / "html"
     shutil.copytree(built.html, copy)
     figure = built.soup(doc).select_one("img.bl-frozen-figure")["src"]
     local_target(copy / f"{doc}.html", figure, copy).unlink()
-    (copy / MATHJAX_JS).unlink()
-    rep = render_check.check_page(browser, copy / f"{doc}.html", timeout_ms=3000)
+    # formulas are typeset at build time: a page whose typesetting was lost shows TeX source instead
+    page = copy / f"{doc}.html"
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    for typeset in soup.find_all("mjx-container"):
+        typeset.replace_with("\\(x\\)")
+    page.write_text(str(soup), encoding="utf-8")
+    rep = render_check.check_page(browser, page, timeout_ms=3000)
     assert rep.frozen and rep.frozen[0]["images_shown"] < rep.frozen[0]["images"], rep.frozen
     assert rep.math_nodes and rep.math_unrendered == rep.math_nodes and rep.mathjax == 0
     assert any("默认图" in p for p in rep.problems()) and any("MathJax" in p for p in rep.problems())
