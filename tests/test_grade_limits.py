@@ -123,8 +123,13 @@ def test_a_cgroup_counts_memory_no_process_owns():
 def test_bubblewrap_starts_with_the_allow_list_only(monkeypatch, tmp_path):
     monkeypatch.setenv("BATCHLAB_TEACHER_TOKEN", "s3cret-token")
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     env = sandbox.launch_env()
     assert set(env) <= {"PATH", "LANG", *sandbox.PASSED_ENV} and env["OMP_NUM_THREADS"] == "2"
+    # idle OpenMP threads sleep (kernels side by side do not spin against each other), unless the instructor says
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert sandbox.launch_env()["OMP_WAIT_POLICY"] == "ACTIVE"
     sandbox.prepare_run(tmp_path, b"{}")
     argv = sandbox.sandbox_argv(tmp_path, ["true"], hidden=[Path("/usr/share/batchlab-class")])
     assert "s3cret-token" not in " ".join(argv) and "BATCHLAB_TEACHER_TOKEN" not in " ".join(argv)

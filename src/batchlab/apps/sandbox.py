@@ -97,8 +97,11 @@ def host_uid(slot: int = 0) -> int:
 
 def launch_env() -> dict[str, str]:
     """The environment bubblewrap itself starts with: a search path, a locale and :data:`PASSED_ENV`,
-    nothing else of the grader's (bubblewrap's own process is readable inside the sandbox)."""
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    nothing else of the grader's (bubblewrap's own process is readable inside the sandbox). OpenMP's idle
+    threads sleep unless the instructor says otherwise: kernels graded side by side (``--jobs``) would
+    otherwise spin against each other's threads for the same cores (the numbers are unchanged)."""
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+           "OMP_WAIT_POLICY": "PASSIVE"}
     env.update({name: os.environ[name] for name in PASSED_ENV if name in os.environ})
     return env
 
