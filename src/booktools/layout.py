@@ -14,14 +14,20 @@ widgets have rendered, e.g. inside `booktools.render_check.check_page`) and retu
   sit in and not inside a scroll box.
 * **code_columns**: how many monospace characters fit on one line of the first code cell (the
   column's width for code: 88 is the line length the book's code is written to).
-* **figures**: every image of the main content as the page shows it: its natural size in pixels,
-  its pixels per inch (the PNG's pHYs chunk, read here from the file or the data URI) and the width
-  it is displayed at, and whether it sits in a box meant to scroll. `figure_problems(font_pt)` turns
-  that into the size of the figure's smallest text on the page: a text of `font_pt` points drawn at
-  `dpi` is `font_pt * dpi / 96 * shown / natural` points at the displayed size (a CSS pixel is 1/96
-  inch, a point 1/72 inch); below `MIN_TEXT_PT` it is reported. The image measured is the one the
-  page chose (`currentSrc`: a phone's `<picture>` source at 390 px). `figure_fit_problems()`: an
-  image wider than the column, sticking out of it, or in a box that scrolls sideways.
+* **figures**: every image of the main content as the page shows it: its natural size (CSS pixels:
+  the browser divides a `2x` source's pixels by 2), its pixels and pixels per inch (the PNG's own
+  width and pHYs chunk, read here from the file or the data URI) and the width it is displayed at,
+  and whether it sits in a box meant to scroll. `figure_problems(font_pt)` turns that into the size of
+  the figure's smallest text on the page: a text of `font_pt` points drawn at `dpi` into an image
+  `pixels` wide is `font_pt * dpi / 96 * shown / pixels` points at the displayed size (a CSS pixel is
+  1/96 inch, a point 1/72 inch): the CSS width it is shown at decides, not how many pixels it has (a
+  phone figure drawn at 220 dpi, 2 pixels per CSS pixel, has the text size of one at 110 dpi); below
+  `MIN_TEXT_PT` it is reported. `density_problems()`: an image served at another density than
+  it was drawn at (its pixels ÷ the CSS pixels the browser gives it, against its dpi ÷ `style.DPI`): a
+  1× PNG claimed `2x` is shown at half its size, a 2× PNG served as 1× twice as large. The image
+  measured is the one the page chose (`currentSrc`: a phone's `<picture>` source at 390 px).
+  `figure_fit_problems()`: an image wider than the column, sticking out of it, or in a box that
+  scrolls sideways.
 * **formulas**: every displayed equation's width against the room it has; `formula_fit_problems()`
   lists those a reader would have to scroll (its box may scroll, the reader should not have to).
 * **cjk_spaces**: ASCII whitespace between two CJK characters (or CJK punctuation) in rendered
@@ -36,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from batchlab.ui.style import MIN_TEXT_PT  # one floor for the text a figure draws and the text a page shows (issue 19)
+from batchlab.ui.style import DPI, MIN_TEXT_PT  # one floor for the text a figure draws and the text a page shows (issue 19)
 from booktools.browser import script
 
 DESKTOP = {"width": 1280, "height": 800}
@@ -81,7 +87,8 @@ class LayoutReport:
         out = []
         for f in self.figures:
             dpi = f.get("dpi") or default_dpi
-            out.append((f, text_points(font_pt, dpi, f["natural"][0], f["shown"]) if dpi else None))
+            pixels = f.get("pixels") or f["natural"][0]  # the file's own width; the browser's when unread
+            out.append((f, text_points(font_pt, dpi, pixels, f["shown"]) if dpi else None))
         return out
 
     def figure_problems(self, font_pt: float, min_pt: float = MIN_TEXT_PT,
@@ -90,12 +97,28 @@ class LayoutReport:
         w = f"{self.width} px 宽"
         out = []
         for f, pt in self.figure_points(font_pt, default_dpi):
-            shown = f"原图 {f['natural'][0]} px 显示为 {f['shown']:.0f} px"
+            shown = f"原图 {f.get('pixels') or f['natural'][0]} 像素显示为 {f['shown']:.0f} px"
             if pt is None:
                 out.append(f"{w}：图片没有记录每英寸像素数（PNG 的 pHYs），无法换算字号（{shown}）：{f['src']}")
             elif pt < min_pt - 1e-6:
                 out.append(f"{w}：图中最小的字只有 {pt:.1f} pt（至少 {min_pt:g} pt；{shown}，{f['dpi'] or default_dpi:.0f} dpi，"
                            f"字号 {font_pt:g} pt）：{f['src']} {f['element']}")
+        return out
+
+    def density_problems(self, kinds: tuple[str, ...] = ("figure", "other", "widget")) -> list[str]:
+        """Images of ``kinds`` that record their dpi and are served at another density than they were
+        drawn at: the browser's CSS pixels for the image (``natural``) times the dpi's density
+        (dpi ÷ ``style.DPI``) must be the file's pixels."""
+        w = f"{self.width} px 宽"
+        out = []
+        for f in self.figures:
+            if f.get("kind", "other") not in kinds or not f.get("dpi") or not f.get("pixels"):
+                continue
+            drawn = max(1, round(f["dpi"] / DPI))
+            served = f["pixels"] / f["natural"][0]
+            if abs(served - drawn) > 0.02 * drawn:
+                out.append(f"{w}：图按每 CSS 像素 {served:.2g} 个像素显示，画的是 {drawn} 个（{f['dpi']:.0f} dpi，"
+                           f"{f['pixels']} 像素，浏览器当作 {f['natural'][0]} px）：{f['src']} {f['element']}")
         return out
 
     def figure_fit_problems(self, kinds: tuple[str, ...] = ("figure", "other")) -> list[str]:
@@ -137,9 +160,9 @@ def text_points(font_pt: float, dpi: float, natural_px: float, shown_px: float) 
     return font_pt * dpi / 96 * shown_px / natural_px
 
 
-def image_dpi(src: str) -> float | None:
+def image_facts(src: str) -> tuple[float | None, int | None]:
     """Pixels per inch an image file (a `file:` URL) or a `data:` URL records (the PNG's pHYs chunk,
-    as matplotlib writes it), or None."""
+    as matplotlib writes it) and its width in pixels; None for what cannot be read."""
     import base64
     import io
     from urllib.parse import unquote, urlsplit
@@ -153,13 +176,13 @@ def image_dpi(src: str) -> float | None:
     elif src.startswith("file:"):
         stream = unquote(urlsplit(src).path)
     else:
-        return None
+        return None, None
     try:
         with Image.open(stream) as im:
-            dpi = im.info.get("dpi")
+            dpi, width = im.info.get("dpi"), im.width
     except (OSError, ValueError):
-        return None
-    return float(dpi[0]) if dpi and dpi[0] else None
+        return None, None
+    return (float(dpi[0]) if dpi and dpi[0] else None), width
 
 
 def _short_src(src: str) -> str:
@@ -172,6 +195,6 @@ def measure(tab, width: int | None = None) -> LayoutReport:
     """Measure the page loaded in the Playwright page `tab` (see the module docstring)."""
     m = tab.evaluate(script("measure_layout"), [CJK_CLASS])
     for f in m["figures"]:
-        f["dpi"] = image_dpi(f["src"])
+        f["dpi"], f["pixels"] = image_facts(f["src"])
         f["src"] = _short_src(f["src"])
     return LayoutReport(width=width or tab.viewport_size["width"], **m)
