@@ -258,16 +258,16 @@ def test_figure_text_is_at_least_8_pt_in_the_column(name):
 
 
 def phone_png_points(fig: plt.Figure) -> tuple[int, float]:
-    """The phone PNG ``style.figure_png`` saves of ``fig``: its width in pixels, and its smallest text in
-    points as a 390 px phone shows it (at its own size when it fits the column, else scaled down to it)."""
-    import io
+    """The phone PNG ``style.figure_png`` saves of ``fig`` (at ``style.PHONE_DENSITY``): the CSS width
+    the page gives it (pixels ÷ the density its dpi records, booktools.picture), and its smallest text in
+    points as a 390 px phone shows it (at that width when it fits the column, else scaled down to it)."""
+    from booktools.picture import css_size, png_size
 
-    from PIL import Image
-
-    with Image.open(io.BytesIO(style.figure_png(fig, "phone"))) as image:
-        width = image.width
+    png = style.figure_png(fig, "phone", style.PHONE_DENSITY)
+    pixels, height, density = png_size(png)
+    width = css_size(pixels, height, density)[0]
     smallest = min(size for _, size in drawn_text_sizes(fig))
-    return width, layout_points(smallest, fig.dpi, width, min(width, style.PHONE_PX))
+    return width, layout_points(smallest, fig.dpi * density, pixels, min(width, style.PHONE_PX))
 
 
 def layout_points(font_pt: float, dpi: float, natural: float, shown: float) -> float:
@@ -278,7 +278,7 @@ def layout_points(font_pt: float, dpi: float, natural: float, shown: float) -> f
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_phone_drawing_fits_the_phone_column_and_stays_legible(name):
-    """The phone drawing of every figure: its PNG at most style.PHONE_PX wide, so the page shows it
+    """The phone drawing of every figure: at most style.PHONE_PX CSS pixels wide, so the page shows it
     unscaled (no sideways scroll, nothing cut), and its smallest text ≥ 8 pt there."""
     fig = FIGURES[name]("phone")
     width, points = phone_png_points(fig)
@@ -324,10 +324,12 @@ def test_show_figure_shows_one_output_with_the_phone_drawing_in_its_metadata(mon
     data, metadata = args[0], kwargs["metadata"]
     assert kwargs["raw"] and data["text/plain"].startswith("<Figure size")
     sizes = {}
-    for layout, b64 in (("desk", data["image/png"]), ("phone", metadata[style.PHONE_METADATA]["image/png"])):
+    for layout, b64, density in (("desk", data["image/png"], 1),
+                                 ("phone", metadata[style.PHONE_METADATA]["image/png"], style.PHONE_DENSITY)):
         with Image.open(io.BytesIO(base64.b64decode(b64))) as image:
-            sizes[layout] = image.width
-            assert image.info["dpi"][0] == pytest.approx(style.DPI, abs=0.01)  # pHYs: the page's check reads it
+            sizes[layout] = image.width / density  # CSS pixels
+            # pHYs: the page reads the density and the text size from it; the phone's is 2× (220 dpi)
+            assert image.info["dpi"][0] == pytest.approx(style.DPI * density, abs=0.02), layout
     assert sizes["phone"] <= style.PHONE_PX < sizes["desk"]
 
 

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["CJK_FONTS", "LINESTYLES", "MARKERS", "DPI", "COLUMN_PX", "MIN_TEXT_PT", "FIGURE_WIDTH", "explorer_panels", "setup",
-           "prepare_colab", "LAYOUTS", "PHONE_PX", "PHONE_WIDTH", "PHONE_METADATA", "figure_width",
-           "check_layout", "figure_png", "show_figure", "display_drawings", "plain_log_ticks", "phone_title",
+           "prepare_colab", "LAYOUTS", "PHONE_PX", "PHONE_WIDTH", "PHONE_DENSITY", "PHONE_METADATA", "figure_width",
+           "check_layout", "figure_png", "PNG_COLOURS", "compact_png", "show_figure", "display_drawings", "plain_log_ticks", "phone_title",
            "find_cjk_font", "new_axes", "clear_artists", "canvas_png", "show_png"]
 
 # Noto Sans CJK SC first (Debian fonts-noto-cjk, Binder's apt.txt); JP is the same .ttc seen by older
@@ -47,8 +47,15 @@ LAYOUTS = ("desk", "phone")
 show), ``phone`` for a phone's column (stacked panels, fewer ticks, shorter labels), served to a narrow
 screen by the page (booktools.picture)."""
 PHONE_PX = 358
-"""The content column, in CSS pixels, of a 390 px phone: a phone figure's PNG is at most this wide, so
-it is shown at its own size and its smallest text stays 8.5 × 110/96 ≈ 9.7 pt."""
+"""The content column, in CSS pixels, of a 390 px phone: a phone figure is at most this wide (its PNG
+:data:`PHONE_DENSITY` times as many pixels), so it is shown at its own size and its smallest text stays
+8.5 × 110/96 ≈ 9.7 pt."""
+PHONE_DENSITY = 2
+"""Image pixels per CSS pixel of a phone drawing. A phone screen has 2–3 device pixels per CSS pixel: a
+PNG of one pixel per CSS pixel was stretched and soft there. The phone drawing is the same inches drawn at
+``DPI × PHONE_DENSITY`` (220 dpi): the same point sizes, twice the pixels each way; its pHYs records that
+dpi, from which booktools.picture tells the page its CSS size (pixels ÷ density) and booktools.layout the
+size of its text. The desk drawing stays at one pixel per CSS pixel, as Jupyter shows it."""
 PHONE_PAD = 0.05
 """Inches of margin around a phone figure's drawn area (the inline backend's 0.1 is 22 px of a 358 px column)."""
 PHONE_WIDTH = PHONE_PX / DPI - 2 * PHONE_PAD - 0.05
@@ -157,29 +164,59 @@ def explorer_panels(figure: "Figure", layout: str, panels: int, desk_height: flo
     return phone
 
 
-def figure_png(fig: "Figure", layout: str = "desk") -> bytes:
-    """``fig`` as the book shows it: PNG at its dpi, cut to its drawn area as Jupyter's inline backend
-    cuts it (0.1 inch of margin on a desk, :data:`PHONE_PAD` on a phone); the pHYs chunk records the
-    dpi, from which the page's check reads the text size."""
+def figure_png(fig: "Figure", layout: str = "desk", density: int = 1) -> bytes:
+    """``fig`` as the book shows it: PNG at ``density`` × its dpi (:data:`PHONE_DENSITY` for a phone's
+    screen), cut to its drawn area as Jupyter's inline backend cuts it (0.1 inch of margin on a desk,
+    :data:`PHONE_PAD` on a phone) and made compact by :func:`compact_png`; the pHYs chunk records the
+    dpi drawn at, from which the page reads the CSS size and the text size."""
     import io
 
+    if not isinstance(density, int) or density < 1:
+        raise ValueError(f"像素密度应为正整数（每个 CSS 像素几个图像像素），收到 {density!r}")
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=fig.dpi, bbox_inches="tight",
+    fig.savefig(buffer, format="png", dpi=fig.dpi * density, bbox_inches="tight",
                 pad_inches=0.1 if check_layout(layout) == "desk" else PHONE_PAD, facecolor="white")
-    return buffer.getvalue()
+    return compact_png(buffer.getvalue(), density)
+
+
+PNG_COLOURS = 256
+"""Colours of a figure's PNG palette. A chart draws a few dozen colours plus their anti-aliased edges
+(300–2,000 in the book's figures); 256 chosen by coverage are within 5/255 of every pixel (not visible)
+and the file is about a third of matplotlib's RGBA PNG."""
+
+
+def compact_png(png: bytes, density: int = 1) -> bytes:
+    """``png`` (a figure on an opaque ground) as a palette PNG of :data:`PNG_COLOURS` colours, zlib at
+    its best, its pHYs kept; its width and height padded with white to a multiple of ``density``, so
+    that its CSS size (pixels ÷ density) is a whole number and the page shows it unscaled."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        dpi = image.info.get("dpi")
+        rgba = image.convert("RGBA")
+    ground = Image.new("RGBA", (-(-rgba.width // density) * density, -(-rgba.height // density) * density),
+                       "white")
+    ground.alpha_composite(rgba)
+    palette = ground.convert("RGB").quantize(PNG_COLOURS, method=Image.Quantize.MAXCOVERAGE,
+                                             dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    palette.save(out, format="png", optimize=True, **({"dpi": dpi} if dpi else {}))
+    return out.getvalue()
 
 
 def show_figure(draw: Callable[..., "Figure"], /, *args, **kwargs) -> None:
     """Show ``draw(*args, **kwargs)`` as ONE notebook output: the desk drawing (``layout="desk"``) as
-    its image, the phone drawing (``layout="phone"``) in the output's metadata under
-    :data:`PHONE_METADATA`. Jupyter and the PDF show the desk figure; the web page serves the phone one
+    its image, the phone drawing (``layout="phone"``, at :data:`PHONE_DENSITY`) in the output's metadata
+    under :data:`PHONE_METADATA`. Jupyter and the PDF show the desk figure; the web page serves the phone one
     to a narrow screen. Both figures are closed, so the inline backend does not show them again."""
     import matplotlib.pyplot as plt
 
     pngs, text = {}, ""
     for layout in LAYOUTS:
         fig = draw(*args, layout=layout, **kwargs)
-        pngs[layout] = figure_png(fig, layout)
+        pngs[layout] = figure_png(fig, layout, PHONE_DENSITY if layout == "phone" else 1)
         text = text or repr(fig)
         plt.close(fig)
     display_drawings(pngs["desk"], pngs["phone"], text)
