@@ -9,7 +9,9 @@ its widgets' default state (js/await_render.js, the wait of `booktools.render_ch
 tables and code blocks break across pages instead of leaving half a page empty; the API reference
 prints as a short appendix, each module's purpose, js/print_appendix.js). Chromium embeds the
 subset of every font it draws with, so the Chinese text carries its Noto Sans CJK glyphs
-(fonts-noto-cjk, which scripts/setup-env.sh installs). The printed pages are then joined by `merge()`
+(fonts-noto-cjk, which scripts/setup-env.sh installs); it embeds them as TrueType fonts, not Type 3,
+because the Chromium `build_book()` launches draws them, and MathJax's web fonts, from TrueType
+twins of the CFF originals (`booktools.print_fonts`, `use_truetype_web_fonts()`). The printed pages are then joined by `merge()`
 with pikepdf (qpdf):
 
 - in front, a title page (the title and author of _config.yml, and the licences) and a contents page
@@ -30,7 +32,7 @@ with pikepdf (qpdf):
 The result lands in the built site (`_build/html/batch-size-book.pdf`); the preface links to it.
 `outline()`, `outline_titles()` and `page_count()` read a joined PDF back (pikepdf), `booktools.pdf_read`
 reads its pages (pdfplumber; the tests use both); the build fails if `embedded_fonts()` finds no CJK
-font in it (the Chinese text would print without its glyphs).
+font in it (the Chinese text would print without its glyphs), and names any `type3_fonts()` it finds.
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ from urllib.parse import unquote, urlsplit
 import pikepdf
 import yaml
 
-from booktools import ROOT, pdf_read
+from booktools import ROOT, pdf_read, print_fonts
 from booktools.pdf_text import fix_to_unicode
 from booktools.toc import toc_entries
 
@@ -112,11 +114,10 @@ class Part:
 
 # ----------------------------------------------------------------------------- printing
 def print_pages(html: Path, docs: list[str], timeout_ms: int = 30_000, browser=None) -> list[Part]:
-    """Each built page printed by headless Chromium, with its title and sections."""
-    from booktools.browser import launch
-
+    """Each built page printed by headless Chromium, with its title and sections; without a `browser`,
+    one that draws the Chinese fonts from their TrueType twins (`booktools.print_fonts.launch`)."""
     if browser is None:
-        with launch() as b:
+        with print_fonts.launch(html) as b:
             return print_pages(html, docs, timeout_ms, b)
     return [_print_page(browser, html, doc, timeout_ms) for doc in docs]
 
@@ -133,6 +134,7 @@ def _print_page(browser, html: Path, doc: str, timeout_ms: int) -> Part:
         tab = context.new_page()
         tab.goto(page.as_uri(), wait_until="load", timeout=timeout_ms)
         tab.evaluate(script("await_render"), [WIDGET_VIEW, WIDGET_STATE, timeout_ms])  # waits for math, widgets
+        use_truetype_web_fonts(tab)
         tab.emulate_media(media="print")
         # lay the page out at the printed column's width, then mark which blocks may split (print.css)
         tab.set_viewport_size(PRINT_VIEWPORT)
@@ -152,6 +154,18 @@ def _print_page(browser, html: Path, doc: str, timeout_ms: int) -> Part:
         return Part(doc, title, data, sections)
     finally:
         context.close()
+
+
+def use_truetype_web_fonts(tab) -> int:
+    """Replace the page's CFF web fonts (MathJax's) with their TrueType twins for this print
+    (`booktools.print_fonts.web_font_css`), and wait until they are loaded; returns how many."""
+    from booktools.browser import script
+
+    css = print_fonts.web_font_css(tab.evaluate(script("print_fonts")))
+    if css:
+        tab.add_style_tag(content=css)
+        tab.evaluate(script("fonts_loaded"))
+    return css.count("@font-face")
 
 
 def picture_fixes(data: bytes, heights_px: list[float]) -> dict[str, int]:
@@ -292,10 +306,8 @@ def build_book(html: Path, docs: list[str] | None = None, meta: tuple[str, str] 
                browser=None) -> bytes:
     """Print every page (`docs`, default the toc's), then the title page and contents numbered to
     match, and join them. `meta`: (title, author), default _config.yml's; `browser`: an open one."""
-    from booktools.browser import launch
-
     if browser is None:
-        with launch() as b:
+        with print_fonts.launch(html) as b:
             return build_book(html, docs, meta, b)
     title, author = book_meta() if meta is None else meta
     with tempfile.TemporaryDirectory() as tmp:
@@ -516,7 +528,8 @@ def structure_roles(data: bytes) -> Counter:
 def embedded_fonts(data: bytes) -> list[str]:
     """The fonts whose glyphs travel in the PDF (subset prefix dropped, sorted): a font file
     (/FontFile, /FontFile2, /FontFile3) in its descriptor, or a Type 3 font, whose glyphs are drawing
-    procedures in the file. Skia writes CFF-based OpenType fonts such as Noto Sans CJK as Type 3."""
+    procedures in the file. Skia writes CFF-based OpenType fonts such as Noto Sans CJK as Type 3
+    (`type3_fonts()`) unless they are given TrueType twins (`booktools.print_fonts`)."""
     names = set()
     with _open(data) as pdf:
         for obj in pdf.objects:
@@ -528,6 +541,21 @@ def embedded_fonts(data: bytes) -> list[str]:
                         obj.get("/Subtype") == pikepdf.Name.Type3 or any(k in d for k in FONT_FILES)):
                     names.add(str(d.FontName)[1:].split("+")[-1])
     return sorted(names)
+
+
+def type3_fonts(data: bytes) -> list[str]:
+    """The Type 3 fonts of a PDF (their names, subset prefix dropped, or `Type3 <object number>` for one
+    without a name), one entry per font dictionary: glyphs drawn as procedures, which Skia writes for a
+    font without TrueType outlines (`booktools.print_fonts` gives the book's fonts TrueType twins)."""
+    found = []
+    with _open(data) as pdf:
+        for obj in pdf.objects:
+            if (isinstance(obj, pikepdf.Dictionary) and obj.get("/Type") == pikepdf.Name.Font
+                    and obj.get("/Subtype") == pikepdf.Name.Type3):
+                d = obj.get("/FontDescriptor")
+                name = d.get("/FontName") if d is not None else obj.get("/Name")
+                found.append(str(name)[1:].split("+")[-1] if name is not None else f"Type3 {obj.objgen[0]}")
+    return found
 
 
 def build(html: Path, out: Path) -> tuple[int, float]:
@@ -554,8 +582,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"booktools.pdf: {out} 没有内嵌中文字体（只有 {fonts}）：请安装 fonts-noto-cjk（scripts/setup-env.sh）",
               file=sys.stderr)
         return 1
+    type3 = Counter(type3_fonts(out.read_bytes()))
     print(f"pdf: {out} ({pages} pages, {out.stat().st_size / 2**20:.1f} MiB, {seconds:.0f} s; "
-          f"fonts: {', '.join(fonts)})")
+          f"fonts: {', '.join(fonts)}; Type 3: {', '.join(f'{k} ×{n}' for k, n in type3.items()) or 'none'})")
     return 0
 
 
