@@ -42,8 +42,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from batchlab.ui.style import DPI, MIN_TEXT_PT  # one floor for the text a figure draws and the text a page shows (issue 19)
+from batchlab.ui.style import MIN_TEXT_PT  # one floor for the text a figure draws and the text a page shows (issue 19)
 from booktools.browser import script
+from booktools.picture import density_of
 
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
@@ -114,7 +115,7 @@ class LayoutReport:
         for f in self.figures:
             if f.get("kind", "other") not in kinds or not f.get("dpi") or not f.get("pixels"):
                 continue
-            drawn = max(1, round(f["dpi"] / DPI))
+            drawn = density_of(f["dpi"])
             served = f["pixels"] / f["natural"][0]
             if abs(served - drawn) > 0.02 * drawn:
                 out.append(f"{w}：图按每 CSS 像素 {served:.2g} 个像素显示，画的是 {drawn} 个（{f['dpi']:.0f} dpi，"

@@ -58,14 +58,18 @@ class phone_image(nodes.image):  # noqa: N801
     """The phone PNG of a `picture`: collected and copied as an image, written as the `<source>`."""
 
 
+def density_of(dpi: float | None) -> int:
+    """Image pixels per CSS pixel of a figure drawn at ``dpi`` (its PNG's pHYs): ``dpi ÷ style.DPI`` to
+    the nearest whole number, at least 1; 1 for a PNG that records none."""
+    return max(1, round(dpi / DPI)) if dpi else 1
+
+
 def png_size(data: bytes) -> tuple[int, int, int]:
-    """Width and height of a PNG in pixels, and its density: image pixels per CSS pixel, its pHYs dpi ÷
-    ``style.DPI`` to the nearest whole number (1 when it records none)."""
+    """Width and height of a PNG in pixels, and its density (:func:`density_of` its pHYs dpi)."""
     from PIL import Image
 
     with Image.open(io.BytesIO(data)) as image:
-        dpi = (image.info.get("dpi") or (0,))[0]
-        return image.width, image.height, max(1, round(dpi / DPI)) if dpi else 1
+        return image.width, image.height, density_of((image.info.get("dpi") or (0,))[0])
 
 
 def css_size(width: int, height: int, density: int) -> tuple[int, int]:
@@ -97,7 +101,7 @@ def claim_problems(what: str, png: bytes, srcset_value: str | None, width: str |
     out = []
     if claimed != density:
         out.append(f"{what}：srcset 声称每个 CSS 像素 {claimed:g} 个图像像素，PNG 记录的是 {density}"
-                   f"（{pixels_w}×{pixels_h} 像素，pHYs {density * DPI} dpi）")
+                   f"（{pixels_w}×{pixels_h} 像素，按 pHYs 的 dpi ÷ {DPI}）")
     want = css_size(pixels_w, pixels_h, density)
     if (width, height) != tuple(str(v) for v in want):
         out.append(f"{what}：width/height 应为 CSS 尺寸 {want[0]}×{want[1]}（{pixels_w}×{pixels_h} 像素 ÷ {density}），"
