@@ -12,7 +12,8 @@
   "use strict";
   // 4. no search highlights carried from the search page: Sphinx's searchtools.js stores the query in
   //    localStorage and sphinx_highlight.js marks its words on the next page opened, with a 「隐藏搜索结果」
-  //    link; this runs in the page's head, before sphinx_highlight.js reads it (at DOMContentLoaded)
+  //    link; this runs first of the page's (deferred) scripts, before sphinx_highlight.js reads it
+  //    (booktools.fast_pages puts nav.js first)
   try {
     localStorage.removeItem("sphinx_highlight_terms");
   } catch (e) { /* storage refused (a private window): nothing stored either */ }
