@@ -39,8 +39,10 @@ def test_explorer_phone_drawing_fits_the_phone_column_and_stays_legible(name):
     width, points = phone_png_points(fig)
     assert width <= style.PHONE_PX, f"{name}: phone PNG {width} px, the column {style.PHONE_PX} px"
     assert points >= style.MIN_TEXT_PT, f"{name}: smallest text {points:.1f} pt on a phone"
+    # the saved drawing is the one measured: PHONE_DENSITY pixels per CSS pixel, its dpi recorded (pHYs)
+    assert picture.css_size(*picture.png_size(widget.phone_png))[0] == width
     with Image.open(io.BytesIO(widget.phone_png)) as image:
-        assert image.width == width and image.info["dpi"][0] == pytest.approx(style.DPI, abs=0.01)
+        assert image.info["dpi"][0] == pytest.approx(style.DPI * style.PHONE_DENSITY, abs=0.02)
     with pytest.raises(ValueError, match="desk"):
         drawing_of(widget.explorer)(Figure(), widget.result, layout="tablet")
     plt.close("all")

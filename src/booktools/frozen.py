@@ -10,8 +10,8 @@ writes the same view as HTML instead: each widget-view output becomes a ``<div c
 * every HTML widget's HTML (the explorer's notice, with the marker live.js looks for, and its summary);
 * every control as an inert form control with its label and value (sliders with their value beside them,
   drop-downs, buttons, number boxes), ``disabled``: nothing moves before the live explorer replaces it;
-* every figure an Output widget saved, as an ``<img>`` file in ``_images/`` with its size (not lazy: the
-  checks and the printed PDF wait for every image of a page, and one PNG of ~80 kB per page is cheap);
+* every figure an Output widget saved, as an ``<img>`` file in ``_images/`` with its size (booktools.fast_pages
+  makes it lazy below a page's first section; the checks and the printed PDF load every image first);
   a figure whose output carries a phone drawing (batchlab.ui.style.display_drawings: the explorer's first
   drawing) in the ``<picture>`` of a chapter figure (booktools.picture), its phone PNG beside the desk one.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from docutils import nodes
 
 from batchlab.ui.style import PHONE_METADATA
-from booktools.picture import PICTURE_END, picture_start
+from booktools.picture import PICTURE_END, picture_start, png_size
 from booktools.toc import WIDGET_STATE, WIDGET_VIEW
 
 __all__ = ["FROZEN_CLASS", "frozen_html", "widget_state", "FrozenImage", "setup"]
@@ -133,7 +133,7 @@ def _output(output: dict, images: list[FrozenImage], image_uri: str) -> str:
             return img
         small = FrozenImage(base64.b64decode(phone))
         images.append(small)
-        return picture_start(f"{image_uri}{small.name}", small.width, small.height) + img + PICTURE_END
+        return picture_start(f"{image_uri}{small.name}", *png_size(small.png)) + img + PICTURE_END
     if "text/html" in data:
         return "".join(data["text/html"]) if isinstance(data["text/html"], list) else data["text/html"]
     text = output.get("text") or data.get("text/plain", "")

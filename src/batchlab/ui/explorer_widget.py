@@ -17,7 +17,7 @@ import ipywidgets as widgets
 from batchlab.page.spec import Explorer, Panel
 from batchlab.ui.controls import kernel_notice, make_widget, set_options
 from batchlab.ui import style
-from batchlab.ui.style import canvas_png, figure_png
+from batchlab.ui.style import PHONE_DENSITY, canvas_png, figure_png
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -147,4 +147,4 @@ class ExplorerWidget(widgets.VBox):
         figure = Figure()
         FigureCanvasAgg(figure)
         self._draw(figure, result, layout="phone")
-        return figure_png(figure, "phone")
+        return figure_png(figure, "phone", PHONE_DENSITY)  # sharp on a 2–3× phone screen, as a chapter figure

@@ -17,6 +17,8 @@ async ([viewType, stateType, timeoutMs]) => {
          views.some(s => !area(s) || !area(s).querySelector('.lm-Widget'))) {
     await sleep(50);
   }
+  // a lazy image below the first screen loads only when scrolled to: the checks and the PDF want them all
+  for (const img of document.querySelectorAll('img[loading="lazy"]')) img.loading = 'eager';
   await Promise.all([...document.images].map(img => img.complete ? null :
       new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); })));
   await document.fonts.ready;
