@@ -106,11 +106,12 @@ def test_a_deferred_inline_script_is_its_text_unchanged():
 
 def test_images_after_the_first_section_heading_load_lazily():
     page = ('<header><h2>x</h2><img src="logo.png"></header><article><h1>t</h1><img src="top.png">'
-            '<h2>a</h2><img src="a.png"><img loading="eager" src="b.png"></article>')
+            '<h2>a</h2><img src="a.png"><img loading="eager" src="b.png"><img decoding="async" src="c.png"></article>')
     fast = fast_pages.lazy_images(page)
     assert '<img src="logo.png">' in fast and '<img src="top.png">' in fast
     assert '<img loading="lazy" decoding="async" src="a.png">' in fast
-    assert '<img loading="eager" src="b.png">' in fast
+    assert '<img decoding="async" loading="eager" src="b.png">' in fast
+    assert '<img loading="lazy" decoding="async" src="c.png">' in fast and fast.count("decoding") == 3
     assert fast_pages.lazy_images("<article><p>no sections</p><img src=a></article>").count("lazy") == 0
 
 

@@ -179,7 +179,7 @@ def test_drawer_check_catches_each_fault(built, browser, tmp_path):
     page = _broken_copy(built, tmp_path / "en", doc, 'aria-label="目录"', 'aria-label="Toggle primary sidebar"')
     assert any("aria-label" in f or "label" in f for f in drawer_faults(browser, page, 900))
 
-    nav_js = re.search(r'<script src="\.\./_static/nav\.js[^"]*"></script>', page.read_text(encoding="utf-8"))
+    nav_js = re.search(r'<script defer src="\.\./_static/nav\.js[^"]*"></script>', page.read_text(encoding="utf-8"))
     page = _broken_copy(built, tmp_path / "nojs", doc, nav_js.group(0), "")
     faults = drawer_faults(browser, page, 390)
     assert any("按 Esc后焦点没有回到按钮上" in f for f in faults), faults
@@ -282,9 +282,14 @@ def test_icon_check_catches_blank_icons_and_the_script(built, browser, tmp_path)
     blank = "html body .fa-bars::before { mask: none; -webkit-mask: none; background: none; }"
     page = _broken_copy(built, tmp_path, doc, "</head>", f"<style>{blank}</style></head>")
     assert any("空白" in f and "fa-bars" in f for f in icon_faults(browser, page, 1280))
-    css = re.search(r'<link rel="stylesheet" type="text/css" href="\.\./_static/nav\.css[^"]*" />',
-                    built.page(doc).read_text(encoding="utf-8")).group(0)
-    page = _broken_copy(built, tmp_path / "nocss", doc, css, "")
+    # the page's one stylesheet (booktools.fast_pages merged them) without its nav.css part
+    href = re.search(r'<link rel="stylesheet" href="(\.\./_static/bl-[0-9a-f]+\.css)"',
+                     built.page(doc).read_text(encoding="utf-8")).group(1)
+    merged = (built.page(doc).parent / href).read_text(encoding="utf-8")
+    start = merged.index("/* nav.css */")
+    without = merged[:start] + merged[merged.index("\n/* ", start + 1):]
+    page = _broken_copy(built, tmp_path / "nocss", doc, href, "../_static/bl-no-nav.css")
+    (page.parent.parent / "_static" / "bl-no-nav.css").write_text(without, encoding="utf-8")
     assert any("fa-solid-900" in f for f in icon_faults(browser, page, 1280))
     page = _broken_copy(built, tmp_path / "fa", doc, "</head>",
                         '<script defer src="../_static/scripts/fontawesome.js"></script></head>')

@@ -37,7 +37,10 @@ _LITERALS = re.compile(r"""\s*(?:(?:let|var|const)\s+\w+\s*=\s*(?:'[^'\\]*'|"[^"
 """An inline script that only names values (sphinx-togglebutton's hints, sphinx-thebe's addresses): it needs
 nothing and is read by scripts as they start (togglebutton.js looks for ``togglebuttonSelector`` once it
 runs), so it stays where it is and runs at once."""
-_IMG = re.compile(r"<img\b(?![^>]*\bloading=)")
+_SEARCH_PAGE = re.compile(r'<script\b[^>]*src="[^"]*searchtools\.js')
+"""The search page keeps its scripts as Sphinx orders them: searchtools.js starts searching at
+DOMContentLoaded and the book's search.js (booktools.reader_page) must be ready before it."""
+_IMG = re.compile(r"<img\b([^>]*)>")
 
 
 def _local(href: str) -> str | None:
@@ -154,7 +157,13 @@ def lazy_images(page: str) -> str:
     start = page.find("<h2", article) if article >= 0 else -1
     if start < 0:
         return page
-    return page[:start] + _IMG.sub('<img loading="lazy" decoding="async"', page[start:])
+    def lazy(m: re.Match) -> str:
+        attrs = m.group(1)
+        added = ("" if re.search(r"\bloading=", attrs) else ' loading="lazy"') + \
+            ("" if re.search(r"\bdecoding=", attrs) else ' decoding="async"')
+        return f"<img{added}{attrs}>"
+
+    return page[:start] + _IMG.sub(lazy, page[start:])
 
 
 def speed_up(out: Path) -> None:
@@ -166,7 +175,9 @@ def speed_up(out: Path) -> None:
         if "_static" in path.parts or "_sources" in path.parts:
             continue
         page = path.read_text(encoding="utf-8")
-        fast = lazy_images(defer_scripts(merge_stylesheets(page, path, out, written)))
+        fast = merge_stylesheets(page, path, out, written)
+        if not _SEARCH_PAGE.search(fast):
+            fast = lazy_images(defer_scripts(fast))
         if fast != page:
             path.write_text(fast, encoding="utf-8")
 
