@@ -66,7 +66,7 @@ def test_no_code_block_is_wider_than_its_box(built, browser, width):
     assert not wide, wide
     if width == "1280":
         context = chromium.offline_context(browser, viewport=layout.VIEWPORTS[width])
-        context.route("**/_static/page.css*", lambda r: r.abort())
+        chromium.refuse_stylesheet(context, "page.css")
         try:
             tab = context.new_page()
             tab.goto(built.page("book/4.8-batch-during-training").as_uri(), wait_until="load")

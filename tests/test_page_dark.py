@@ -187,10 +187,39 @@ def test_a_static_figure_does_not_glare_on_the_dark_page(served, width):
         tab.emulate_media(color_scheme="dark")
         tab.goto(f"{origin}/book/4.4-efficiency.html", wait_until="load")
         figure = tab.locator(".cell_output figure img").first
-        figure.scroll_into_view_if_needed()
+        figure.evaluate(chromium.script("scroll_into_view"))
         dark = mean_luminance(figure.screenshot())
         tab.evaluate("document.documentElement.dataset.theme = 'light'")
         light = mean_luminance(figure.screenshot())
         assert dark < 0.2 and light > 0.6, (dark, light)  # a dark sheet on the dark page; white on the light one
+    finally:
+        context.close()
+
+
+def _output_faults(tab) -> tuple[list, int]:
+    cells = tab.evaluate(chromium.script("output_ink", charts.TESTS_JS))
+    faults = [c for c in cells if contrast(charts.rgb(c["color"]), charts.rgb(c["background"])) < 4.5
+              or contrast(charts.rgb(c["background"]), "#ffffff") < 10]  # dark text, or a glaring light box
+    return faults, len(cells)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", ["390", "1280"])
+def test_result_tables_and_verdict_cards_read_on_the_dark_page(served, width):
+    """The book's own outputs (result tables with their fixed first column on a phone, verdict cards) sit on
+    the dark page with light text, in a chapter with both; the theme's light box for HTML outputs, put back,
+    fails the same check."""
+    b, origin = served
+    context = chromium.served_context(b, origin, [], viewport=layout.VIEWPORTS[width])
+    try:
+        tab = context.new_page()
+        tab.emulate_media(color_scheme="dark")
+        tab.goto(f"{origin}/book/4.2-convergence.html", wait_until="load")
+        faults, cells = _output_faults(tab)
+        assert cells > 20 and faults == [], faults[:5]
+        tab.add_style_tag(content="html[data-theme=dark] .bd-content div.cell_output .output.text_html.text_html"
+                                  "{background-color: var(--pst-color-text-base) !important;"
+                                  " color: var(--pst-color-on-background) !important}")
+        assert len(_output_faults(tab)[0]) > cells // 2
     finally:
         context.close()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from booktools import ROOT, browser as chromium, layout, render_check
+from booktools import ROOT, browser as chromium, fast_pages, layout, render_check
 from tests.book_pages import PAGES, ROOT_DOC, WIDTHS
 
 STATE = chromium.script("drawer_state", ROOT / "tests" / "js")
@@ -285,9 +285,7 @@ def test_icon_check_catches_blank_icons_and_the_script(built, browser, tmp_path)
     # the page's one stylesheet (booktools.fast_pages merged them) without its nav.css part
     href = re.search(r'<link rel="stylesheet" href="(\.\./_static/bl-[0-9a-f]+\.css)"',
                      built.page(doc).read_text(encoding="utf-8")).group(1)
-    merged = (built.page(doc).parent / href).read_text(encoding="utf-8")
-    start = merged.index("/* nav.css */")
-    without = merged[:start] + merged[merged.index("\n/* ", start + 1):]
+    without = fast_pages.without_sheet((built.page(doc).parent / href).read_text(encoding="utf-8"), "nav.css")
     page = _broken_copy(built, tmp_path / "nocss", doc, href, "../_static/bl-no-nav.css")
     (page.parent.parent / "_static" / "bl-no-nav.css").write_text(without, encoding="utf-8")
     assert any("fa-solid-900" in f for f in icon_faults(browser, page, 1280))

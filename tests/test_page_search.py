@@ -166,7 +166,7 @@ def test_the_magnifier_sits_beside_the_query(built, browser, width):
     for refuse in (False, True):
         context = chromium.offline_context(browser, viewport={"width": width, "height": 900})
         if refuse:
-            context.route("**/nav.css*", lambda r: r.abort())
+            chromium.refuse_stylesheet(context, "nav.css")
         try:
             tab = context.new_page()
             tab.goto(built.page("search").as_uri() + "?q=" + "显存", wait_until="load")

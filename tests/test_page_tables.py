@@ -143,7 +143,7 @@ def test_on_a_phone_comparison_tables_scroll_with_their_first_column_fixed(built
     for refuse in (False, True):
         context = chromium.offline_context(browser, viewport=layout.VIEWPORTS["390"])
         if refuse:
-            context.route("**/_static/page.css*", lambda r: r.abort())
+            chromium.refuse_stylesheet(context, "page.css")
         try:
             tab = context.new_page()
             tab.goto(built.page("book/4.7-schedules-parallelism").as_uri(), wait_until="load")

@@ -221,3 +221,21 @@ def search_many(browser, search_page: str | Path, terms: list[str],
     finally:
         context.close()
     return found
+
+
+def refuse_stylesheet(context, name: str) -> None:
+    """Serve every page of ``context`` its stylesheet without the part that came from ``name`` (``page.css``;
+    booktools.fast_pages merges a page's sheets into one): the page as it looks without that file."""
+    import urllib.parse
+
+    from booktools.fast_pages import without_sheet
+
+    def handle(route) -> None:
+        url = urllib.parse.urlparse(route.request.url)
+        if url.scheme == "file":
+            text = Path(urllib.parse.unquote(url.path)).read_text(encoding="utf-8")
+        else:
+            text = route.fetch().text()
+        route.fulfill(body=without_sheet(text, name), content_type="text/css; charset=utf-8")
+
+    context.route("**/_static/bl-*.css*", handle)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
 import posixpath
 import re
@@ -40,6 +41,9 @@ runs), so it stays where it is and runs at once."""
 _SEARCH_PAGE = re.compile(r'<script\b[^>]*src="[^"]*searchtools\.js')
 """The search page keeps its scripts as Sphinx orders them: searchtools.js starts searching at
 DOMContentLoaded and the book's search.js (booktools.reader_page) must be ready before it."""
+_FIGURE = re.compile(r"<figure\b[^>]*>.*?</figure>", re.S)
+_CAPTION = re.compile(r"<figcaption>(.*?)</figcaption>", re.S)
+_ALT_IS_SRC = re.compile(r'<img\b[^>]*\bsrc="([^"]+)"[^>]*\balt="(\1)"[^>]*>')
 _IMG = re.compile(r"<img\b([^>]*)>")
 
 
@@ -80,6 +84,21 @@ def _css_text(path: Path, static: Path, seen: frozenset = frozenset()) -> str:
     return re.sub(r"\0(\d+)\0", lambda m: imported[int(m.group(1))], text)
 
 
+SHEET_MARK = "/* bl-sheet: {} */"
+"""The line before each sheet's part of a merged stylesheet (:func:`without_sheet` finds the parts by it)."""
+
+
+def without_sheet(merged: str, name: str) -> str:
+    """A merged stylesheet without the part that came from the sheet named ``name`` (``page.css``): what a page
+    looks like without that file (the contrary cases of the page checks)."""
+    marks = list(re.finditer(r"^/\* bl-sheet: (\S+) \*/$", merged, re.M))
+    for i, m in enumerate(marks):
+        if m.group(1) == name:
+            end = marks[i + 1].start() if i + 1 < len(marks) else len(merged)
+            return merged[:m.start()] + merged[end:]
+    raise ValueError(f"合并的样式表里没有 {name}")
+
+
 def merge_stylesheets(page: str, page_path: Path, out: Path, written: dict[tuple, str]) -> str:
     """``page`` with its head's stylesheet links replaced by one link to their merged copy in
     ``out/_static`` (written once per distinct list of sheets; ``written`` maps each list to its file name)."""
@@ -95,7 +114,7 @@ def merge_stylesheets(page: str, page_path: Path, out: Path, written: dict[tuple
         parts = []
         for sheet, media in sheets:
             css = re.sub(r"^@charset[^;]*;", "", _css_text(sheet, static))
-            parts.append(f"/* {sheet.name} */\n" + (f"@media {media} {{\n{css}\n}}" if media else css))
+            parts.append(SHEET_MARK.format(sheet.name) + "\n" + (f"@media {media} {{\n{css}\n}}" if media else css))
         merged = "\n".join(parts)
         name = f"bl-{hashlib.sha256(merged.encode()).hexdigest()[:12]}.css"
         (static / name).write_text(merged, encoding="utf-8")
@@ -135,6 +154,25 @@ def defer_scripts(page: str) -> str:
     return _SCRIPT.sub(one, page)
 
 
+def caption_alt(page: str) -> str:
+    """``page`` with each captioned figure's image described by its caption (without its number) where the
+    image's ``alt`` was only its file's address, as Sphinx writes it for an image with no description: a
+    screen reader read the address aloud."""
+    def one(m: re.Match) -> str:
+        block = m.group(0)
+        cap = _CAPTION.search(block)
+        if not cap:
+            return block
+        text = re.sub(r'<span class="caption-number">.*?</span>', "", cap.group(1), flags=re.S)
+        text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", text))).strip()
+        if not text:
+            return block
+        return _ALT_IS_SRC.sub(lambda i: i.group(0).replace(f'alt="{i.group(2)}"',
+                                                            f'alt="{html.escape(text, quote=True)}"'), block)
+
+    return _FIGURE.sub(one, page)
+
+
 def patch_theme_js(out: Path) -> None:
     """Narrow the theme's sideways-scrolling check to the blocks on screen (:data:`THEME_PATCHES`); each
     replaced text must be found exactly once, else the build stops (a new theme version needs a look)."""
@@ -168,14 +206,14 @@ def lazy_images(page: str) -> str:
 
 def speed_up(out: Path) -> None:
     """Every page of the built site ``out``: one stylesheet, scripts deferred, images below the first
-    section lazy, the theme's script patched."""
+    section lazy, figures described by their captions, the theme's script patched."""
     written: dict[tuple, str] = {}
     patch_theme_js(out)
     for path in out.rglob("*.html"):
         if "_static" in path.parts or "_sources" in path.parts:
             continue
         page = path.read_text(encoding="utf-8")
-        fast = merge_stylesheets(page, path, out, written)
+        fast = caption_alt(merge_stylesheets(page, path, out, written))
         if not _SEARCH_PAGE.search(fast):
             fast = lazy_images(defer_scripts(fast))
         if fast != page:

@@ -27,7 +27,7 @@ def make_live(tab, index: int) -> float:
     """Scroll explorer ``index`` into view and wait until it is live; its start time in ms (first touch to
     live, as the page measured it)."""
     status = tab.locator(".bl-live-status").nth(index)
-    status.scroll_into_view_if_needed()
+    status.evaluate(script("scroll_into_view"))
     tab.wait_for_function(script("live_settled"), arg=index, timeout=READY_TIMEOUT_MS)
     box = _box(tab, index)
     if box.get_attribute("data-state") != "ready":

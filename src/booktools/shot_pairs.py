@@ -77,7 +77,7 @@ def crop_pairs(shots: Path, html: Path, out: Path, regions: dict[str, tuple[Box,
                     missing.append(page)
                     continue
                 target = found.first
-                target.scroll_into_view_if_needed()
+                target.evaluate(browser.script("scroll_into_view"))
                 box = target.bounding_box()
                 clip = {"x": box["x"], "y": box["y"], "width": box["width"],
                         "height": min(box["height"], AFTER_MAX_HEIGHT)}

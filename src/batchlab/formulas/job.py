@@ -169,7 +169,7 @@ class Job:
     @property
     def in_flight_microbatches(self) -> tuple[int, ...]:
         """Per stage, the most micro-batches whose activations it holds at once under this schedule
-        (with v > 1 chunks per device, whole micro-batches' worth: ⌈:attr:`in_flight_chunks` / v⌉)."""
+        (with v > 1 chunks per device, whole micro-batches' worth: ⌈ :attr:`in_flight_chunks` / v ⌉)."""
         return self._in_flight
 
     @property

@@ -222,7 +222,7 @@ class StageMemory:
     stage: int
     states: ModelStates
     in_flight: int
-    """Micro-batches held at once; with v > 1 chunks their whole micro-batches' worth, ⌈:attr:`in_flight_chunks` / v⌉
+    """Micro-batches held at once; with v > 1 chunks their whole micro-batches' worth, ⌈ :attr:`in_flight_chunks` / v ⌉
     (:attr:`Job.in_flight_microbatches <batchlab.formulas.job.Job.in_flight_microbatches>`)."""
     activation_bytes_per_microbatch: int
     """One micro-batch's activations over all the layers (all chunks) this device holds."""
