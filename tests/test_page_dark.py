@@ -15,6 +15,7 @@ as dark as a dark page's text is light, and bright again on the light page.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
@@ -177,23 +178,30 @@ def mean_luminance(png: bytes) -> float:
         return sum(colours.luminance((v / 255,) * 3) for v in grey.tobytes()) / (64 * 64)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("width", ["390", "1280"])
-def test_a_static_figure_does_not_glare_on_the_dark_page(served, width):
+@contextlib.contextmanager
+def _dark_tab(served, width: str, doc: str):
+    """A tab on ``doc`` at ``width`` px, the phone or desk set to its dark scheme (the theme follows it)."""
     b, origin = served
     context = chromium.served_context(b, origin, [], viewport=layout.VIEWPORTS[width])
     try:
         tab = context.new_page()
         tab.emulate_media(color_scheme="dark")
-        tab.goto(f"{origin}/book/4.4-efficiency.html", wait_until="load")
+        tab.goto(f"{origin}/{doc}.html", wait_until="load")
+        yield tab
+    finally:
+        context.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", ["390", "1280"])
+def test_a_static_figure_does_not_glare_on_the_dark_page(served, width):
+    with _dark_tab(served, width, "book/4.4-efficiency") as tab:
         figure = tab.locator(".cell_output figure img").first
         figure.evaluate(chromium.script("scroll_into_view"))
         dark = mean_luminance(figure.screenshot())
         tab.evaluate("document.documentElement.dataset.theme = 'light'")
         light = mean_luminance(figure.screenshot())
         assert dark < 0.2 and light > 0.6, (dark, light)  # a dark sheet on the dark page; white on the light one
-    finally:
-        context.close()
 
 
 def _output_faults(tab) -> tuple[list, int]:
@@ -209,17 +217,10 @@ def test_result_tables_and_verdict_cards_read_on_the_dark_page(served, width):
     """The book's own outputs (result tables with their fixed first column on a phone, verdict cards) sit on
     the dark page with light text, in a chapter with both; the theme's light box for HTML outputs, put back,
     fails the same check."""
-    b, origin = served
-    context = chromium.served_context(b, origin, [], viewport=layout.VIEWPORTS[width])
-    try:
-        tab = context.new_page()
-        tab.emulate_media(color_scheme="dark")
-        tab.goto(f"{origin}/book/4.2-convergence.html", wait_until="load")
+    with _dark_tab(served, width, "book/4.2-convergence") as tab:
         faults, cells = _output_faults(tab)
         assert cells > 20 and faults == [], faults[:5]
         tab.add_style_tag(content="html[data-theme=dark] .bd-content div.cell_output .output.text_html.text_html"
                                   "{background-color: var(--pst-color-text-base) !important;"
                                   " color: var(--pst-color-on-background) !important}")
         assert len(_output_faults(tab)[0]) > cells // 2
-    finally:
-        context.close()
