@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from booktools import fast_pages
+from booktools import ROOT, fast_pages
 
 # ----------------------------------------------------------------------------- stylesheets
 
@@ -71,7 +71,7 @@ def test_a_missing_import_stops_the_build(tmp_path):
 
 
 # ----------------------------------------------------------------------------- scripts
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "fast_pages.json").read_text(encoding="utf-8"))
+FIXTURE = json.loads((ROOT / "tests" / "fixtures" / "fast_pages.json").read_text(encoding="utf-8"))
 # a file (it stops the reading), code that needs a file before it, a script that only names a value, one
 # already out of the way (async), data (not code)
 SCRIPT = st.sampled_from(FIXTURE["scripts"])
