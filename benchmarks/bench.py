@@ -284,18 +284,19 @@ flattered. A reader who arrives by a link (the page's contents) gets none: ``liv
 def _reader_reaches(tab, index: int, skim: float) -> float:
     """Scroll down to explorer ``index`` as a skimming reader does, from four screens above it, one screen
     every ``skim`` seconds (``skim`` 0: straight to it, as a link jumps); the page's clock (ms) when it
-    came into view."""
+    came into view. The explorer's place is measured again at every screen: sections below the screen are
+    laid out only as they come near (content-visibility, booktools.fast_pages), so it moves."""
     from booktools.browser import script
 
-    where = tab.evaluate(script("explorer_top"), index)
-    top, screen = where["top"], where["screen"]
     if skim:  # screens that end above the explorer: it is not yet in view
-        y = max(0, top - 4 * screen)
-        while y + screen < top:
+        where = tab.evaluate(script("explorer_top"), index)
+        y = max(0, where["top"] - 4 * where["screen"])
+        while y + where["screen"] < where["top"]:
             tab.evaluate(script("scroll_to"), y)
             tab.wait_for_timeout(skim * 1000)
-            y += screen
-    return tab.evaluate(script("scroll_to"), max(0, top - 0.25 * screen))
+            y += where["screen"]
+            where = tab.evaluate(script("explorer_top"), index)
+    return tab.evaluate(script("explorer_into_view"), index)
 
 
 def bench_phone(html: Path, pages: tuple[str, ...] = PHONE_PAGES) -> dict:
