@@ -102,7 +102,7 @@ def median_run(runs: list[dict]) -> dict:
     ordered = sorted(runs, key=lambda r: r["performance"])
     out = dict(ordered[len(ordered) // 2])
     for key, value in out.items():
-        if isinstance(value, (int, float)) and key != "failing":
+        if isinstance(value, (int, float)):  # the scores and metrics; not the failing audits (a dict)
             values = sorted(r[key] for r in runs if r.get(key) is not None)
             out[key] = values[len(values) // 2] if values else None
     out["runs"] = len(runs)
